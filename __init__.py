@@ -1,0 +1,32 @@
+"""Reach IK: FABRIK, CCD and analytic two-bone IK for Blender armatures, with elliptical cone limits.
+
+The package root only registers. Submodules register in dependency order (properties before the
+operators and panels that use them) and unregister in reverse, so a failed enable leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import operators, rig, ui
+
+# Order matters: property groups first (operators and panels read them), the CLI command last.
+_modules: tuple[ModuleType, ...] = (rig, operators, ui)
+
+
+def register() -> None:
+    done: list[ModuleType] = []
+    try:
+        for module in _modules:
+            module.register()
+            done.append(module)
+    except Exception:
+        # Roll back what did register, so a half-enabled add-on never lingers in the session.
+        for module in reversed(done):
+            module.unregister()
+        raise
+
+
+def unregister() -> None:
+    for module in reversed(_modules):
+        module.unregister()

@@ -1,0 +1,49 @@
+"""Project-wide rules that hold without Blender: pure solvers, a complete manifest."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ALLOWED_IN_SOLVERS = {"numpy", "__future__", "dataclasses", "typing", "math", "collections", "enum", "functools"}
+
+
+def test_solvers_import_numpy_only() -> None:
+    offenders = []
+    for path in sorted((ROOT / "solvers").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            else:
+                continue
+            offenders += [f"{path.name}:{node.lineno} imports {n}" for n in names
+                          if n.split(".")[0] not in ALLOWED_IN_SOLVERS]
+    assert not offenders, "solvers/ must stay pure numpy (no bpy, mathutils or other packages): " + "; ".join(offenders)
+
+
+def test_solvers_use_relative_imports() -> None:
+    # Inside Blender the package is bl_ext.<repo>.reach_ik.solvers: an absolute `import solvers` would break.
+    bad = [
+        f"{p.name}: {line.strip()}"
+        for p in sorted((ROOT / "solvers").glob("*.py"))
+        for line in p.read_text().splitlines()
+        if line.lstrip().startswith(("from solvers", "import solvers", "from reach_ik", "import reach_ik"))
+    ]
+    assert not bad, f"use relative imports in solvers/: {bad}"
+
+
+def test_manifest_complete() -> None:
+    m = tomllib.loads((ROOT / "blender_manifest.toml").read_text())
+    required = {"schema_version", "id", "name", "tagline", "version", "type", "maintainer", "license",
+                "blender_version_min"}
+    assert required <= m.keys(), f"manifest lacks {required - m.keys()}"
+    assert m["id"] == "reach_ik" and m["id"].isidentifier()
+    assert m["blender_version_min"] == "4.2.0"
+    assert len(m["tagline"]) <= 64 and not m["tagline"].endswith((".", "!", "?"))
+    assert m["license"] == ["SPDX:GPL-3.0-or-later"]
+    for pattern in ("/tests/", "/bench/", "/tools/", "/.venv*/"):
+        assert pattern in m["build"]["paths_exclude_pattern"], f"{pattern} must be excluded from the zip"
