@@ -1,0 +1,135 @@
+"""One live update on the same rigs, solved by Reach IK and by Blender's IK constraint, in one process.
+
+Each round moves every target a little (deterministic), then calls `view_layer.update()` twice: the first
+evaluates the moved targets (Blender's IK solves here; Reach solves in its depsgraph handler and writes), the
+second evaluates what Reach wrote (a no-op for Blender's constraint). Both therefore pay for a fully
+evaluated, solved pose. Prints medians, the time ratio and the worst tip-to-target residual (world units,
+measured from the evaluated pose).
+
+    .venv/bin/python bench/live.py [--rounds 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tools"), str(ROOT)]
+
+import bpy  # noqa: E402
+import bpy_session  # noqa: E402
+import numpy as np  # noqa: E402
+
+from demo import rigs  # noqa: E402
+
+
+def fresh() -> None:
+    bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
+
+
+def character() -> rigs.Rig:
+    return rigs.character()
+
+
+def many_chains(k: int = 100, n: int = 10) -> rigs.Rig:
+    bones: list[rigs.Bone] = []
+    for c in range(k):
+        x, y = (c % 10) * 1.5, (c // 10) * 1.5
+        for name, parent, head, tail, conn in rigs.chain_bones(f"c{c}", n, 0.1):
+            bones.append((name, parent, (head[0] + x, head[1] + y, head[2]), (tail[0] + x, tail[1] + y, tail[2]), conn))
+    obj = rigs.armature("Many", bones)
+    rig = rigs.Rig(obj)
+    for c in range(k):
+        tip = obj.pose.bones[f"c{c}.{n - 1:03d}"].tail
+        rig.chains.append(rigs.ChainSpec(f"c{c}", f"c{c}.{n - 1:03d}", n, "FABRIK", rigs.empty(f"t{c}", tip)))
+    return rig
+
+
+def long_chain(n: int = 50) -> rigs.Rig:
+    obj = rigs.armature("Long", rigs.chain_bones("s", n, 0.1))
+    rig = rigs.Rig(obj)
+    rig.chains.append(rigs.ChainSpec("long", f"s.{n - 1:03d}", n, "FABRIK", rigs.empty("t", obj.pose.bones[-1].tail)))
+    return rig
+
+
+def residual(rig: rigs.Rig) -> float:
+    deps = bpy.context.evaluated_depsgraph_get()
+    ev = rig.obj.evaluated_get(deps)
+    worst = 0.0
+    for spec in rig.chains:
+        tip = ev.matrix_world @ ev.pose.bones[spec.tip].tail
+        worst = max(worst, (tip - spec.target.matrix_world.translation).length)
+    return worst
+
+
+def trajectory(rig: rigs.Rig, rounds: int, amplitude: float) -> list[list[np.ndarray]]:
+    """Reachable targets: where each chain's tip goes under a smoothly moving pose (forward kinematics)."""
+    pbs = rig.obj.pose.bones
+    out = []
+    for r in range(rounds):
+        t = 0.35 * r
+        for i, pb in enumerate(pbs):
+            pb.rotation_mode = "XYZ"
+            pb.rotation_euler = (amplitude * math.sin(t + 0.7 * i), 0.5 * amplitude * math.sin(1.3 * t + i),
+                                 amplitude * math.cos(0.9 * t + 0.3 * i))
+        bpy.context.view_layer.update()
+        mw = rig.obj.matrix_world
+        out.append([np.array(mw @ pbs[spec.tip].tail) for spec in rig.chains])
+    for pb in pbs:
+        pb.rotation_euler = (0.0, 0.0, 0.0)
+    bpy.context.view_layer.update()
+    return out
+
+
+def run(build: Callable[[], rigs.Rig], mode: str, rounds: int, amplitude: float, reach: dict[str, object]) -> dict[str, float]:
+    fresh()
+    rig = build()
+    path = trajectory(rig, rounds + 3, amplitude)
+    if mode == "reach":
+        rigs.use_reach(rig, **reach)
+    else:
+        rigs.use_blender_ik(rig)
+    bpy.context.view_layer.update()
+    times, residuals = [], []
+    for r, goals in enumerate(path):
+        for spec, goal in zip(rig.chains, goals, strict=True):
+            spec.target.location = goal
+        start = time.perf_counter()
+        bpy.context.view_layer.update()
+        bpy.context.view_layer.update()
+        elapsed = time.perf_counter() - start
+        if r >= 3:  # warm: the first rounds fill caches and Python's own
+            times.append(elapsed)
+            residuals.append(residual(rig))
+    return {"ms": 1e3 * statistics.median(times), "res": max(residuals), "res_mean": statistics.fmean(residuals)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=40)
+    args = parser.parse_args()
+    bpy_session.enable_addon()
+    print(f"bench/live.py on bpy {bpy.app.version_string}; median of {args.rounds} warm updates")
+    cases = [
+        ("(a) character, 6 chains", character, 0.15, {}, 1.5),
+        ("(b) 100 chains x 10 bones", many_chains, 0.2, {}, 0.5),
+        ("(c) one chain of 50 bones", long_chain, 0.06, {"tolerance": 1e-4, "max_iterations": 200}, None),
+    ]
+    print(f"{'case':30} {'Reach ms':>9} {'Blender ms':>10} {'ratio':>7} {'goal':>7} {'Reach res':>10} {'Blender res':>11}")
+    for label, build, amp, reach, goal in cases:
+        ours = run(build, "reach", args.rounds, amp, reach)
+        ref = run(build, "blender", args.rounds, amp, {})
+        ratio = ours["ms"] / ref["ms"]
+        goal_s = f"<={goal}" if goal else "<=10ms"
+        print(f"{label:30} {ours['ms']:9.3f} {ref['ms']:10.3f} {ratio:7.2f} {goal_s:>7} {ours['res']:10.2e} {ref['res']:11.2e}")
+    bpy_session.finish(0)
+
+
+if __name__ == "__main__":
+    main()

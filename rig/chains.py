@@ -1,0 +1,275 @@
+"""Chain discovery and validation: turn `Object.reach_ik.chains` into solvable groups, or clear messages.
+
+Bone order always comes from the hierarchy (tip, then its parents), never from the user. FABRIK chains that
+share bones become one multi-effector tree; every other overlap is refused. Nothing here writes to Blender.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import bpy
+import numpy as np
+
+from .armature import Skeleton
+from .props import rig_settings
+
+
+@dataclass
+class ChainPlan:
+    """One valid, enabled chain (indices into the pose bones, root first)."""
+
+    index: int  # position in obj.reach_ik.chains
+    name: str
+    solver: str
+    bones: list[int]
+    target: bpy.types.Object
+    pole: bpy.types.Object | None
+    weight: float
+    use_target_rotation: bool
+
+
+@dataclass
+class Group:
+    """Chains solved together: one chain, a batchable single, or a FABRIK tree of chains."""
+
+    chains: list[ChainPlan]
+    bones: list[int]  # every bone the group writes, parents before children
+    level: int = 0
+    is_tree: bool = False
+
+
+@dataclass
+class Plan:
+    groups: list[Group] = field(default_factory=list)
+    errors: dict[int, str] = field(default_factory=dict)  # chain index -> message
+    notes: dict[int, str] = field(default_factory=dict)  # chain index -> informative message
+
+
+def usable(m: np.ndarray) -> bool:
+    """Finite and not absurd: Blender clamps an infinite location to FLT_MAX, which is finite but broken."""
+    return bool(np.isfinite(m).all()) and float(np.abs(m).max(initial=0.0)) < 1e30
+
+
+def rig_problem(obj: bpy.types.Object) -> str | None:
+    """A reason the whole armature cannot be solved, or None."""
+    if obj.type != "ARMATURE":
+        return f"'{obj.name}' is a {obj.type.lower()}, not an armature: Reach IK chains live on armatures"
+    if obj.library is not None or not getattr(obj, "is_editable", True):
+        lib = obj.library.filepath if obj.library is not None else "a library"
+        return (
+            f"'{obj.name}' is linked from {lib} and cannot be posed: make a library override "
+            "(Object > Library Override > Make) and add chains to the override"
+        )
+    mw = np.array(obj.matrix_world, dtype=np.float64)
+    if not usable(mw):
+        return f"'{obj.name}' has a NaN or infinite transform: fix its location/rotation/scale"
+    scale = np.linalg.norm(mw[:3, :3], axis=0)
+    if np.linalg.det(mw[:3, :3]) <= 0 or scale.max() - scale.min() > 1e-4 * scale.max():
+        s = ", ".join(f"{v:.4g}" for v in scale)
+        return (
+            f"'{obj.name}' has a non-uniform or negative scale ({s}): Reach IK needs a uniform positive "
+            "scale; apply the scale (Ctrl A > Scale) or scale all axes equally"
+        )
+    return None
+
+
+def _object_problem(role: str, ob: bpy.types.Object | None, rig: bpy.types.Object) -> str | None:
+    if ob is None:
+        return None
+    if ob == rig:
+        return f"the {role} is the armature '{rig.name}' itself: pick an Empty (the rig cannot chase itself)"
+    if not ob.users_scene:
+        # An object deleted in the viewport lingers in bpy.data until the file is saved: treat it as gone.
+        return f"the {role} '{ob.name}' is not in the scene (deleted?): pick another object"
+    if not usable(np.array(ob.matrix_world, dtype=np.float64)):
+        return f"the {role} '{ob.name}' has a NaN or infinite transform: fix its location/rotation/scale"
+    return None
+
+
+def _parent_bone_of(ob: bpy.types.Object, rig: bpy.types.Object, sk: Skeleton) -> int | None:
+    """The rig bone that `ob` ultimately hangs from (through any chain of parents), if any."""
+    seen = 0
+    while ob is not None and seen < 1000:
+        if ob.parent == rig:
+            if ob.parent_type == "BONE" and ob.parent_bone in sk.index:
+                return sk.index[ob.parent_bone]
+            return None
+        ob = ob.parent
+        seen += 1
+    return None
+
+
+def build_plan(obj: bpy.types.Object, sk: Skeleton, pose_scale: np.ndarray, only: set[int] | None = None) -> Plan:
+    """Validate every enabled chain of `obj` (or those in `only`) and group the valid ones.
+
+    `pose_scale` is (B, 3): each bone's posed axis lengths; a bone scaled to nothing cannot be aimed.
+    """
+    plan = Plan()
+    settings = rig_settings(obj)
+    plans: list[ChainPlan] = []
+    for i, ch in enumerate(settings.chains):
+        if not ch.enabled or (only is not None and i not in only):
+            continue
+        err = _validate_chain(obj, sk, i, ch)
+        if not isinstance(err, str):
+            flat = [b for b in err.bones if float(pose_scale[b].min()) < 1e-6]
+            if flat:
+                err = (
+                    f"bone '{sk.names[flat[0]]}' is scaled to zero in the pose: reset its scale (Alt S) "
+                    "so the chain has length"
+                )
+        if isinstance(err, str):
+            plan.errors[i] = err
+        else:
+            plans.append(err)
+    if not plans:
+        return plan
+
+    # Targets that hang from a solved bone would chase themselves (a dependency cycle).
+    solved = {b for p in plans for b in p.bones}
+    for p in list(plans):
+        for role, ob in (("target", p.target), ("pole", p.pole)):
+            if ob is None:
+                continue
+            hang = _parent_bone_of(ob, obj, sk)
+            if hang is not None and ({hang, *sk.ancestors(hang)} & solved):
+                plan.errors[p.index] = (
+                    f"the {role} '{ob.name}' is parented to bone '{sk.names[hang]}', which this rig's IK "
+                    "moves: it would chase itself; parent it to the armature or a bone outside the chains"
+                )
+                plans.remove(p)
+                break
+
+    # Same tip twice, or a non-FABRIK chain overlapping another: refuse both, name the other.
+    by_tip: dict[int, list[ChainPlan]] = {}
+    for p in plans:
+        by_tip.setdefault(p.bones[-1], []).append(p)
+    for tip, same in by_tip.items():
+        if len(same) > 1:
+            for p in same:
+                others = ", ".join(f"'{o.name}'" for o in same if o is not p)
+                plan.errors[p.index] = (
+                    f"chain shares its tip bone '{sk.names[tip]}' with {others}: give each chain its own tip"
+                )
+    plans = [p for p in plans if p.index not in plan.errors]
+    owners: dict[int, list[ChainPlan]] = {}
+    for p in plans:
+        for b in p.bones:
+            owners.setdefault(b, []).append(p)
+    for b, ps in owners.items():
+        if len(ps) > 1 and any(p.solver != "FABRIK" for p in ps):
+            for p in ps:
+                others = ", ".join(f"'{o.name}'" for o in ps if o is not p)
+                plan.errors[p.index] = (
+                    f"chain shares bone '{sk.names[b]}' with {others}; only FABRIK chains can share bones "
+                    "(they are solved together as a tree): switch them to FABRIK or shorten one"
+                )
+    plans = [p for p in plans if p.index not in plan.errors]
+
+    # FABRIK chains that share bones form trees (union-find over shared bones).
+    parent_of: dict[int, int] = {p.index: p.index for p in plans}
+
+    def find(i: int) -> int:
+        while parent_of[i] != i:
+            parent_of[i] = parent_of[parent_of[i]]
+            i = parent_of[i]
+        return i
+
+    first_owner: dict[int, int] = {}
+    for p in plans:
+        for b in p.bones:
+            if b in first_owner:
+                parent_of[find(p.index)] = find(first_owner[b])
+            else:
+                first_owner[b] = p.index
+    clusters: dict[int, list[ChainPlan]] = {}
+    for p in plans:
+        clusters.setdefault(find(p.index), []).append(p)
+    for members in clusters.values():
+        bones = sorted({b for p in members for b in p.bones}, key=lambda b: (int(sk.depth[b]), b))
+        is_tree = len(members) > 1
+        if is_tree:
+            bad = [p for p in members if p.use_target_rotation or p.weight <= 0.0]
+            if bad:
+                for p in members:
+                    plan.errors[p.index] = (
+                        "chains that share bones are solved as one tree; in a tree every chain needs a weight "
+                        "above 0 and Use Target Rotation off (see chain "
+                        + ", ".join(f"'{b.name}'" for b in bad) + ")"
+                    )
+                continue
+            for p in members:
+                if p.pole is not None:
+                    plan.notes[p.index] = "pole ignored: this chain shares bones with others (a tree)"
+        plan.groups.append(Group(chains=members, bones=bones, is_tree=is_tree))
+
+    # A group whose root hangs below another group's bones must be solved after it.
+    owner_group: dict[int, int] = {b: gi for gi, g in enumerate(plan.groups) for b in g.bones}
+    deps: list[set[int]] = []
+    for g in plan.groups:
+        root = g.bones[0]
+        deps.append({owner_group[a] for a in sk.ancestors(root) if a in owner_group})
+    level: dict[int, int] = {}
+
+    def level_of(gi: int, stack: tuple[int, ...] = ()) -> int:
+        if gi in level:
+            return level[gi]
+        lv = 0 if not deps[gi] else 1 + max(level_of(d, (*stack, gi)) for d in deps[gi] if d not in stack)
+        level[gi] = lv
+        return lv
+
+    for gi, g in enumerate(plan.groups):
+        g.level = level_of(gi)
+    plan.groups.sort(key=lambda g: (g.level, g.bones[0]))
+    return plan
+
+
+def _validate_chain(
+    obj: bpy.types.Object, sk: Skeleton, i: int, ch: bpy.types.PropertyGroup
+) -> ChainPlan | str:
+    tip = ch.tip_bone
+    if not tip:
+        return "no tip bone: pick the last bone of the chain"
+    if tip not in sk.index:
+        return f"bone '{tip}' is not in '{obj.name}' (renamed or deleted?): pick the tip bone again"
+    b = sk.index[tip]
+    line = [b, *sk.ancestors(b)]
+    n = int(ch.chain_length)
+    if n > len(line):
+        return (
+            f"chain length {n} is longer than the hierarchy above '{tip}' ({len(line)} bones): "
+            f"set it to {len(line)} or less"
+        )
+    bones = list(reversed(line[:n]))
+    if ch.solver == "TWO_BONE" and n != 2:
+        return f"the two-bone solver needs a chain length of 2, not {n}: set the length to 2 or pick FABRIK/CCD"
+    if ch.solver == "TWO_BONE" and ch.use_target_rotation:
+        return (
+            "Use Target Rotation needs a FABRIK or CCD chain: the two-bone solver positions exactly two bones; "
+            "add the hand as its own chain or use FABRIK with length 3"
+        )
+    if ch.target is None:
+        return "no target: pick an object (normally an Empty) for the tip to reach"
+    for role, ob in (("target", ch.target), ("pole", ch.pole)):
+        problem = _object_problem(role, ob, obj)
+        if problem:
+            return problem
+    bone_data = obj.data.bones
+    for bi in bones:
+        bone = bone_data[sk.names[bi]]
+        if bone.length < 1e-6:
+            return f"bone '{bone.name}' has zero length: give it a length in Edit Mode or shorten the chain"
+        if not bone.use_inherit_rotation or bone.inherit_scale != "FULL":
+            return (
+                f"bone '{bone.name}' does not fully inherit its parent's rotation and scale (Bone > Relations): "
+                "Reach IK needs Inherit Rotation on and Inherit Scale 'Full' on chain bones"
+            )
+    weight = float(ch.weight)
+    if not math.isfinite(weight):
+        return f"weight {weight} is not a number: set a weight of 0 to 10"
+    return ChainPlan(
+        index=i, name=ch.name or tip, solver=ch.solver, bones=bones, target=ch.target, pole=ch.pole,
+        weight=weight, use_target_rotation=bool(ch.use_target_rotation),
+    )

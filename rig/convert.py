@@ -1,0 +1,161 @@
+"""Rotation conversions between solver frames and Blender's rotation channels, batched in numpy.
+
+numpy only (no bpy) so the maths is testable and fast; the bpy calls stay in `rig/armature.py`.
+Euler conversion follows Blender's own rules (`mat3_normalized_to_compatible_eulO`): of the two Euler
+solutions, pick the one closest to the previous value after removing whole turns, so keys never flip.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+F64 = NDArray[np.float64]
+
+# Blender's Euler orders: axis indices (i, j, k) and parity, as in BLI's `EulerOrderTable`.
+_EULER_ORDERS: dict[str, tuple[tuple[int, int, int], bool]] = {
+    "XYZ": ((0, 1, 2), False),
+    "XZY": ((0, 2, 1), True),
+    "YXZ": ((1, 0, 2), True),
+    "YZX": ((1, 2, 0), False),
+    "ZXY": ((2, 0, 1), False),
+    "ZYX": ((2, 1, 0), True),
+}
+EULER_ORDERS = tuple(_EULER_ORDERS)
+
+
+def matrix_to_quaternion(m: F64) -> F64:
+    """(M,3,3) rotation matrices -> (M,4) unit quaternions (w, x, y, z), w >= 0 not enforced."""
+    m = np.asarray(m, dtype=np.float64)
+    t = np.trace(m, axis1=-2, axis2=-1)
+    q = np.empty(m.shape[:-2] + (4,))
+    # Shepperd's method: branch on the largest of w, x, y, z so the square root never nears zero.
+    cand = np.stack([t, m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]], axis=-1)
+    which = np.argmax(cand, axis=-1)
+    for case in range(4):
+        sel = which == case
+        if not sel.any():
+            continue
+        r = m[sel]
+        if case == 0:
+            s = np.sqrt(1.0 + r[:, 0, 0] + r[:, 1, 1] + r[:, 2, 2]) * 2.0
+            vals = [0.25 * s, (r[:, 2, 1] - r[:, 1, 2]) / s, (r[:, 0, 2] - r[:, 2, 0]) / s,
+                    (r[:, 1, 0] - r[:, 0, 1]) / s]
+        elif case == 1:
+            s = np.sqrt(1.0 + r[:, 0, 0] - r[:, 1, 1] - r[:, 2, 2]) * 2.0
+            vals = [(r[:, 2, 1] - r[:, 1, 2]) / s, 0.25 * s, (r[:, 0, 1] + r[:, 1, 0]) / s,
+                    (r[:, 0, 2] + r[:, 2, 0]) / s]
+        elif case == 2:
+            s = np.sqrt(1.0 + r[:, 1, 1] - r[:, 0, 0] - r[:, 2, 2]) * 2.0
+            vals = [(r[:, 0, 2] - r[:, 2, 0]) / s, (r[:, 0, 1] + r[:, 1, 0]) / s, 0.25 * s,
+                    (r[:, 1, 2] + r[:, 2, 1]) / s]
+        else:
+            s = np.sqrt(1.0 + r[:, 2, 2] - r[:, 0, 0] - r[:, 1, 1]) * 2.0
+            vals = [(r[:, 1, 0] - r[:, 0, 1]) / s, (r[:, 0, 2] + r[:, 2, 0]) / s,
+                    (r[:, 1, 2] + r[:, 2, 1]) / s, 0.25 * s]
+        q[sel] = np.stack(vals, axis=-1)
+    q /= np.linalg.norm(q, axis=-1, keepdims=True)
+    return q
+
+
+def quaternion_continuous(q: F64, previous: F64) -> F64:
+    """Flip each quaternion's sign where that brings it nearer the previous value (same rotation)."""
+    flip = np.einsum("...i,...i->...", q, previous) < 0.0
+    out = q.copy()
+    out[flip] *= -1.0
+    return out
+
+
+def quaternion_to_axis_angle(q: F64, previous: F64) -> F64:
+    """(M,4) quaternions -> (M,4) Blender axis-angle (angle, x, y, z), continuous with `previous`.
+
+    (angle, axis) and (-angle, -axis) are the same rotation; the one whose axis is nearer the previous
+    axis is kept so interpolated keys do not swing through a half turn.
+    """
+    q = q * np.where(q[:, :1] < 0.0, -1.0, 1.0)
+    vec = q[:, 1:]
+    s = np.linalg.norm(vec, axis=1)
+    angle = 2.0 * np.arctan2(s, q[:, 0])
+    axis = np.where(s[:, None] > 1e-12, vec / np.maximum(s, 1e-300)[:, None], previous[:, 1:])
+    # A zero rotation keeps the previous axis (any axis is right; this one does not jump).
+    zero_axis = np.linalg.norm(axis, axis=1) < 1e-12
+    axis[zero_axis] = (0.0, 1.0, 0.0)
+    flip = np.einsum("ij,ij->i", axis, previous[:, 1:]) < 0.0
+    angle = np.where(flip, -angle, angle)
+    axis = np.where(flip[:, None], -axis, axis)
+    return np.concatenate([angle[:, None], axis], axis=1)
+
+
+def _euler_pair(m: F64, order: str) -> tuple[F64, F64]:
+    """Both Euler solutions of (M,3,3) rotations for `order`, as Blender's `mat3_normalized_to_eulO2`."""
+    (i, j, k), parity = _EULER_ORDERS[order]
+    cy = np.hypot(m[:, i, i], m[:, j, i])
+    e1 = np.empty((m.shape[0], 3))
+    e2 = np.empty((m.shape[0], 3))
+    ok = cy > 16.0 * np.finfo(np.float32).eps
+    # Blender indexes its matrices [column][row]; m here is [row][column], hence the transposed indices.
+    e1[:, i] = np.where(ok, np.arctan2(m[:, k, j], m[:, k, k]), np.arctan2(-m[:, j, k], m[:, j, j]))
+    e1[:, j] = np.arctan2(-m[:, k, i], cy)
+    e1[:, k] = np.where(ok, np.arctan2(m[:, j, i], m[:, i, i]), 0.0)
+    e2[:, i] = np.where(ok, np.arctan2(-m[:, k, j], -m[:, k, k]), e1[:, i])
+    e2[:, j] = np.where(ok, np.arctan2(-m[:, k, i], -cy), e1[:, j])
+    e2[:, k] = np.where(ok, np.arctan2(-m[:, j, i], -m[:, i, i]), e1[:, k])
+    if parity:
+        e1, e2 = -e1, -e2
+    return e1, e2
+
+
+def _compatible(eul: F64, old: F64) -> F64:
+    """Blender's `compatible_eul`: remove the whole turns that take an angle more than pi from the old one.
+
+    Blender >= 3.6 (!104856) wraps at pi; that also made its older half-turn fix-up a no-op, so it is gone.
+    """
+    pi_x2 = 2.0 * np.pi
+    eul = eul.copy()
+    d = eul - old
+    big = d > np.pi
+    eul[big] -= np.floor(d[big] / pi_x2 + 0.5) * pi_x2
+    small = d < -np.pi
+    eul[small] += np.floor(-d[small] / pi_x2 + 0.5) * pi_x2
+    return eul
+
+
+def matrix_to_euler(m: F64, order: str, previous: F64) -> F64:
+    """(M,3,3) rotations -> (M,3) Euler angles in `order`, compatible with `previous` (M,3)."""
+    e1, e2 = _euler_pair(np.asarray(m, dtype=np.float64), order)
+    e1 = _compatible(e1, previous)
+    e2 = _compatible(e2, previous)
+    d1 = np.abs(e1 - previous).sum(axis=1)
+    d2 = np.abs(e2 - previous).sum(axis=1)
+    return np.where((d1 > d2)[:, None], e2, e1)
+
+
+def euler_to_matrix(e: F64, order: str) -> F64:
+    """(M,3) Euler angles -> (M,3,3); `order` 'XYZ' means X is applied first (Blender's convention)."""
+    mats = {}
+    for axis in range(3):
+        c, s = np.cos(e[:, axis]), np.sin(e[:, axis])
+        r = np.zeros((e.shape[0], 3, 3))
+        a, b = (axis + 1) % 3, (axis + 2) % 3
+        r[:, axis, axis] = 1.0
+        r[:, a, a] = c
+        r[:, b, b] = c
+        r[:, b, a] = s
+        r[:, a, b] = -s
+        mats["XYZ"[axis]] = r
+    first, second, third = order
+    return mats[third] @ mats[second] @ mats[first]
+
+
+def rotation_parts(m: F64) -> tuple[F64, F64]:
+    """Split (...,3,3) pose matrices into rotations and per-axis scales (the columns' lengths).
+
+    Blender evaluates poses in float32 and long hierarchies drift from orthonormal by ~1e-5, so the rotation
+    is rebuilt by Gram-Schmidt that keeps the bone's Y axis (its direction) exact.
+    """
+    scale = np.linalg.norm(m, axis=-2)
+    y = m[..., :, 1] / np.maximum(scale[..., 1], 1e-300)[..., None]
+    x = m[..., :, 0] - np.einsum("...i,...i->...", m[..., :, 0], y)[..., None] * y
+    x /= np.maximum(np.linalg.norm(x, axis=-1), 1e-300)[..., None]
+    z = np.cross(x, y)
+    return np.stack([x, y, z], axis=-1), scale

@@ -1,0 +1,513 @@
+"""Solve an armature's chains: read arrays, call the solvers, write rotations back (once).
+
+The data flows one way: Blender data -> arrays (`armature`, `chains`) -> `solvers` -> arrays -> Blender.
+A solve works on a stack of F frames at once (live solving: F = 1; baking: every baked frame), and chains
+of one level that share a solver and a length are batched into one solver call over all frames. A chain
+whose root hangs below another chain's bones is solved after it, on a pose derived by forward kinematics
+from our own arrays, never by asking Blender to re-evaluate (unsafe inside handlers).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import bpy
+import numpy as np
+from numpy.typing import NDArray
+
+from ..solvers import ccd, fabrik, tree, two_bone
+from ..solvers.limits import JointLimits
+from ..solvers.types import STATUS_NAMES, ChainProblem, SolveResult, TreeProblem
+from . import armature, convert
+from .chains import ChainPlan, Group, Plan, build_plan, rig_problem, usable
+from .props import bone_limits, rig_settings
+
+F64 = NDArray[np.float64]
+
+SOLVERS: dict[str, Callable[[ChainProblem], SolveResult]] = {
+    "FABRIK": fabrik.solve_fabrik,
+    "CCD": ccd.solve_ccd,
+    "TWO_BONE": two_bone.solve_two_bone,
+}
+
+
+@dataclass
+class ChainOutcome:
+    """One chain's result; with several frames, the worst frame's residual and the mean iterations."""
+
+    valid: bool
+    message: str
+    iterations: float = 0.0
+    residual: float = 0.0  # world units, worst frame
+    reached: bool = False
+    status: str = ""
+    residuals: F64 | None = None  # (F,) world units, per frame
+    iteration_counts: F64 | None = None  # (F,)
+
+
+@dataclass
+class RigReport:
+    """What one solve did, per chain index of `obj.reach_ik.chains` (disabled chains are absent)."""
+
+    outcomes: dict[int, ChainOutcome] = field(default_factory=dict)
+    rig_error: str | None = None
+    written_bones: list[int] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.rig_error is None and all(o.valid for o in self.outcomes.values())
+
+
+class RigSolveError(RuntimeError):
+    """A rig cannot be solved as asked (an invalid chain, a broken transform at some frame)."""
+
+
+@dataclass
+class Inputs:
+    """Everything a solve reads from Blender, for F frames (stacked along axis 0)."""
+
+    pose: F64  # (F,B,4,4) evaluated pose matrices, armature space
+    world: F64  # (F,4,4) the armature's world matrix
+    targets: dict[int, F64]  # chain index -> (F,4,4) world matrices
+    poles: dict[int, F64]  # chain index -> (F,4,4) world matrices (chains with a pole only)
+
+
+def read_inputs(obj: bpy.types.Object, plan: Plan) -> Inputs:
+    """The current (evaluated) inputs of every planned chain, as one frame."""
+    pose = armature.pose_matrices(obj)[None]
+    targets: dict[int, F64] = {}
+    poles: dict[int, F64] = {}
+    for g in plan.groups:
+        for c in g.chains:
+            targets[c.index] = np.array(c.target.matrix_world, dtype=np.float64)[None]
+            if c.pole is not None:
+                poles[c.index] = np.array(c.pole.matrix_world, dtype=np.float64)[None]
+    return Inputs(pose, np.array(obj.matrix_world, dtype=np.float64)[None], targets, poles)
+
+
+def stack_inputs(frames: Sequence[Inputs]) -> Inputs:
+    return Inputs(
+        pose=np.concatenate([f.pose for f in frames]),
+        world=np.concatenate([f.world for f in frames]),
+        targets={k: np.concatenate([f.targets[k] for f in frames]) for k in frames[0].targets},
+        poles={k: np.concatenate([f.poles[k] for f in frames]) for k in frames[0].poles},
+    )
+
+
+def check_inputs(obj: bpy.types.Object, plan: Plan, inputs: Inputs) -> str | None:
+    """A message naming the first broken transform (NaN, inf), or None. Frame 0 is the first of the stack."""
+    sk_names = obj.pose.bones.keys()
+    bad_pose = ~(np.isfinite(inputs.pose).all(axis=(2, 3)) & (np.abs(inputs.pose).max(axis=(2, 3)) < 1e30))
+    if bad_pose.any():
+        f, b = (int(v) for v in np.argwhere(bad_pose)[0])
+        return f"{_at(f, inputs)}bone '{sk_names[b]}' has a NaN or infinite pose: reset its transform (Alt G/R/S)"
+    for f in range(inputs.world.shape[0]):
+        if not usable(inputs.world[f]):
+            return f"{_at(f, inputs)}'{obj.name}' has a NaN or infinite transform"
+    by_index = {c.index: c for g in plan.groups for c in g.chains}
+    for role, mats in (("target", inputs.targets), ("pole", inputs.poles)):
+        for i, m in mats.items():
+            ok = np.isfinite(m).all(axis=(1, 2)) & (np.abs(m).max(axis=(1, 2)) < 1e30)
+            if not ok.all():
+                f = int(np.flatnonzero(~ok)[0])
+                ob = by_index[i].target if role == "target" else by_index[i].pole
+                name = ob.name if ob is not None else "?"
+                return f"{_at(f, inputs)}the {role} '{name}' has a NaN or infinite transform"
+    return None
+
+
+def _at(f: int, inputs: Inputs) -> str:
+    return "" if inputs.world.shape[0] == 1 else f"frame #{f}: "
+
+
+def _limits_for(obj: bpy.types.Object, sk: armature.Skeleton, bone_rows: list[list[int]]) -> JointLimits | None:
+    """Per-bone cone/twist limits for (K, N) bones, or None when no bone in the batch is limited."""
+    pose_bones = obj.pose.bones
+    k, n = len(bone_rows), len(bone_rows[0])
+    cone = np.zeros((k, n, 4))
+    use_cone = np.zeros((k, n), dtype=bool)
+    twist = np.zeros((k, n, 2))
+    use_twist = np.zeros((k, n), dtype=bool)
+    any_limit = False
+    for r, row in enumerate(bone_rows):
+        for c, b in enumerate(row):
+            lim = bone_limits(pose_bones[sk.names[b]])
+            if lim.use_cone:
+                use_cone[r, c] = True
+                cone[r, c] = (lim.cone_up, lim.cone_down, lim.cone_left, lim.cone_right)
+                any_limit = True
+            if lim.use_twist:
+                use_twist[r, c] = True
+                twist[r, c] = sorted((float(lim.twist_min), float(lim.twist_max)))
+                any_limit = True
+    if not any_limit:
+        return None
+    return JointLimits(cone=cone, use_cone=use_cone, twist=twist, use_twist=use_twist)
+
+
+def _tile_limits(limits: JointLimits | None, f: int) -> JointLimits | None:
+    """The same limits for every frame: (K, N) -> (F*K, N), frame-major like the chain arrays."""
+    if limits is None or f == 1:
+        return limits
+    return JointLimits(
+        cone=np.tile(limits.cone, (f, 1, 1)), use_cone=np.tile(limits.use_cone, (f, 1)),
+        twist=np.tile(limits.twist, (f, 1, 1)), use_twist=np.tile(limits.use_twist, (f, 1)),
+    )
+
+
+@dataclass
+class _Work:
+    """The working pose over F frames: armature-space matrices we update as chains are solved (float64)."""
+
+    sk: armature.Skeleton
+    original: F64  # (F,B,4,4) as read
+    matrices: F64  # (F,B,4,4), updated by our solutions
+    rot: F64  # (F,B,3,3) rotation parts
+    scale: F64  # (F,B,3) column scales, kept as they are
+    lengths: F64  # (B,) rest bone lengths
+    solved: dict[int, F64] = field(default_factory=dict)  # bone -> (F,3,3) solved rotation
+
+    def tails(self, bones: Sequence[int]) -> F64:
+        """(F, len(bones), 3) tail positions."""
+        b = np.asarray(bones, dtype=np.int64)
+        # Index the column views, not `matrices[:, b, :3, 3]`: numpy would move the indexed axes first.
+        y = self.matrices[..., :3, 1][:, b] * self.lengths[b][None, :, None]
+        return self.heads()[:, b] + y
+
+    def heads(self) -> F64:
+        """(F, B, 3) view of the head positions."""
+        return self.matrices[..., :3, 3]
+
+    def parent_rot(self, bones: Sequence[int]) -> F64:
+        """(F, len(bones), 3, 3) parent rotations (identity for roots)."""
+        par = self.sk.parent[np.asarray(bones, dtype=np.int64)]
+        out = np.broadcast_to(np.eye(3), (self.rot.shape[0], len(par), 3, 3)).copy()
+        has = par >= 0
+        out[:, has] = self.rot[:, par[has]]
+        return out
+
+    def set_bones(self, bones: Sequence[int], frames: F64, heads: F64) -> None:
+        """frames (F, n, 3, 3), heads (F, n, 3) for `bones`."""
+        b = np.asarray(bones, dtype=np.int64)
+        self.rot[:, b] = frames
+        self.matrices[:, b, :3, :3] = frames * self.scale[:, b, None, :]
+        self.heads()[:, b] = heads
+        for j, bone in enumerate(bones):
+            self.solved[bone] = frames[:, j]
+
+    def propagate(self) -> None:
+        """Carry every unsolved bone along with its parent (forward kinematics on our own arrays)."""
+        sk = self.sk
+        inv_orig = np.linalg.inv(self.original)
+        for d in range(1, int(sk.depth.max(initial=0)) + 1):
+            idx = np.array([b for b in np.flatnonzero(sk.depth == d) if int(b) not in self.solved], dtype=np.int64)
+            if idx.size == 0:
+                continue
+            par = sk.parent[idx]
+            local = inv_orig[:, par] @ self.original[:, idx]
+            self.matrices[:, idx] = self.matrices[:, par] @ local
+            self.rot[:, idx], self.scale[:, idx] = convert.rotation_parts(self.matrices[:, idx, :3, :3])
+
+
+@dataclass
+class _Space:
+    """World <-> armature space for each frame (uniform scale, checked by `rig_problem`)."""
+
+    inv_world: F64  # (F,4,4)
+    scale: F64  # (F,)
+
+    @classmethod
+    def of(cls, world: F64) -> _Space:
+        return cls(np.linalg.inv(world), np.cbrt(np.abs(np.linalg.det(world[:, :3, :3]))))
+
+    def points(self, mats: F64) -> F64:
+        """(F,4,4) world matrices -> (F,3) armature-space positions."""
+        return np.einsum("fij,fj->fi", self.inv_world, mats[:, :, 3])[:, :3]
+
+    def rotations(self, mats: F64) -> F64:
+        rot, _ = convert.rotation_parts((self.inv_world @ mats)[:, :3, :3])
+        return rot
+
+
+def _chain_arrays(work: _Work, rows: list[list[int]], start_rest: bool) -> tuple[F64, ...]:
+    """positions, frames, offsets, ref_local, base for F x K chains of N bones (root first), frame-major."""
+    sk = work.sk
+    idx = np.asarray(rows, dtype=np.int64)  # (K, N)
+    f = work.matrices.shape[0]
+    k, n = idx.shape
+    heads = work.heads()[:, idx]  # (F, K, N, 3)
+    tips = work.tails(idx[:, -1])  # (F, K, 3)
+    positions = np.concatenate([heads, tips[:, :, None, :]], axis=2).reshape(f * k, n + 1, 3)
+    frames = work.rot[:, idx].reshape(f * k, n, 3, 3)
+    deltas = positions[:, 1:] - positions[:, :-1]
+    offsets = np.einsum("knji,knj->kni", frames, deltas)  # F^T @ delta: the current offsets
+    ref_local = np.tile(sk.rest_rel[idx], (f, 1, 1, 1))
+    base = work.parent_rot(idx[:, 0]).reshape(f * k, 3, 3)
+    if start_rest:
+        # Deterministic start: the rest pose hung from the current parent, with the current offsets.
+        frames = frames.copy()
+        fr = base
+        for i in range(n):
+            fr = fr @ ref_local[:, i]
+            frames[:, i] = fr
+            positions[:, i + 1] = positions[:, i] + np.einsum("kij,kj->ki", fr, offsets[:, i])
+    return positions, frames, offsets, ref_local, base
+
+
+def _outcome(
+    residuals: F64, iterations: F64, statuses: Sequence[str], tolerance: float
+) -> ChainOutcome:
+    worst = int(np.argmax(residuals))
+    residual = float(residuals[worst])
+    reached = bool((residuals <= tolerance * (1.0 + 1e-6)).all())
+    status = statuses[worst]
+    if reached:
+        message = ""
+    elif status == "UNREACHABLE":
+        message = f"target out of reach: the tip stops {residual:.4g} short (chain fully extended or limited)"
+    else:
+        message = (
+            f"not reached: {residual:.4g} from the target ({status.lower()}); "
+            "raise Max Iterations or check the limits"
+        )
+    if residuals.shape[0] > 1 and message:
+        message = f"worst frame #{worst}: {message}"
+    return ChainOutcome(True, message, float(iterations.mean()), residual, reached, status, residuals, iterations)
+
+
+def _solve_batch(
+    obj: bpy.types.Object, work: _Work, solver: str, chains: list[ChainPlan], inputs: Inputs, space: _Space,
+    report: RigReport,
+) -> None:
+    settings = rig_settings(obj)
+    f = work.matrices.shape[0]
+    goals = np.stack([space.points(inputs.targets[c.index]) for c in chains], axis=1)  # (F, K, 3)
+    nan = np.full((f, 3), np.nan)
+    poles = np.stack([space.points(inputs.poles[c.index]) if c.pole is not None else nan for c in chains], axis=1)
+    with_rot = chains[0].use_target_rotation  # batches never mix (see _solve_levels)
+    rows = [c.bones[:-1] if with_rot else c.bones for c in chains]
+    tips = [c.bones[-1] for c in chains]
+    aims = goals
+    if with_rot:
+        # The tip takes the target's orientation; the bones above reach for where the tip's head must be.
+        tip_rot = np.stack([space.rotations(inputs.targets[c.index]) for c in chains], axis=1)  # (F,K,3,3)
+        tip_heads = work.heads()[:, tips]
+        tip_off = np.einsum("fkji,fkj->fki", work.rot[:, tips], work.tails(tips) - tip_heads)
+        aims = goals - np.einsum("fkij,fkj->fki", tip_rot, tip_off)
+    k = len(chains)
+    result: SolveResult | None = None
+    if rows[0]:
+        n = len(rows[0])
+        positions, frames, offsets, ref_local, base = _chain_arrays(work, rows, settings.start_from == "REST")
+        has_pole = any(c.pole is not None for c in chains)
+        problem = ChainProblem(
+            positions=positions, frames=frames, offsets=offsets, ref_local=ref_local, base=base,
+            targets=aims.reshape(f * k, 3), poles=poles.reshape(f * k, 3) if has_pole else None,
+            limits=_tile_limits(_limits_for(obj, work.sk, rows), f),
+            tolerance=float(settings.tolerance) / float(space.scale.min()),
+            max_iterations=int(settings.max_iterations), roll_mode=settings.roll_mode,
+        )
+        result = SOLVERS[solver](problem)
+        flat = [b for row in rows for b in row]
+        work.set_bones(
+            flat, result.frames.reshape(f, k * n, 3, 3), result.positions[:, :-1].reshape(f, k * n, 3)
+        )
+        if with_rot:
+            tip_heads = result.positions[:, -1].reshape(f, k, 3)
+    if with_rot:
+        work.set_bones(tips, tip_rot, tip_heads)
+    residuals = np.linalg.norm(work.tails(tips) - goals, axis=2) * space.scale[:, None]  # (F, K) world units
+    for j, c in enumerate(chains):
+        if result is not None:
+            its = result.iterations.reshape(f, k)[:, j].astype(np.float64)
+            statuses = [STATUS_NAMES[int(s)] for s in result.status.reshape(f, k)[:, j]]
+        else:
+            its, statuses = np.zeros(f), ["CONVERGED"] * f
+        report.outcomes[c.index] = _outcome(residuals[:, j], its, statuses, float(settings.tolerance))
+
+
+def _solve_tree(
+    obj: bpy.types.Object, work: _Work, group: Group, inputs: Inputs, space: _Space, report: RigReport
+) -> None:
+    settings = rig_settings(obj)
+    sk = work.sk
+    bones = group.bones
+    pos = {b: i for i, b in enumerate(bones)}
+    parents = np.array([pos.get(int(sk.parent[b]), -1) if i else -1 for i, b in enumerate(bones)], dtype=np.int64)
+    effectors = np.array([pos[c.bones[-1]] for c in group.chains], dtype=np.int64)
+    weights = np.array([c.weight for c in group.chains])
+    limits = _limits_for(obj, sk, [bones])
+    ref_local = sk.rest_rel[bones]
+    f_count = work.matrices.shape[0]
+    out_frames = np.empty((f_count, len(bones), 3, 3))
+    out_heads = np.empty((f_count, len(bones), 3))
+    residuals = np.empty((f_count, len(group.chains)))
+    iterations = np.empty(f_count)
+    statuses: list[list[str]] = []
+    all_tails = work.tails(bones)
+    goals_all = np.stack([space.points(inputs.targets[c.index]) for c in group.chains], axis=1)
+    base_all = work.parent_rot([bones[0]])[:, 0]
+    for fi in range(f_count):
+        heads = work.heads()[fi, bones]
+        frames = work.rot[fi, bones]
+        head_offsets = np.zeros((len(bones), 3))
+        has_parent = parents >= 0
+        par = parents[has_parent]
+        head_offsets[has_parent] = np.einsum("bji,bj->bi", frames[par], heads[has_parent] - heads[par])
+        tail_offsets = np.einsum("bji,bj->bi", frames, all_tails[fi] - heads)
+        base = base_all[fi]
+        if settings.start_from == "REST":
+            fr = np.empty_like(frames)
+            h = heads.copy()
+            for i in range(len(bones)):
+                fr[i] = (base if parents[i] < 0 else fr[parents[i]]) @ ref_local[i]
+                if parents[i] >= 0:
+                    h[i] = h[parents[i]] + fr[parents[i]] @ head_offsets[i]
+            frames, heads = fr, h
+        problem = TreeProblem(
+            parents=parents, heads=heads, frames=frames, head_offsets=head_offsets, tail_offsets=tail_offsets,
+            ref_local=ref_local, base=base, effectors=effectors, targets=goals_all[fi], weights=weights,
+            limits=limits, tolerance=float(settings.tolerance) / float(space.scale[fi]),
+            max_iterations=int(settings.max_iterations), roll_mode=settings.roll_mode,
+        )
+        result = tree.solve_tree(problem)
+        out_frames[fi], out_heads[fi] = result.frames, result.heads
+        residuals[fi] = result.residual * space.scale[fi]
+        iterations[fi] = result.iterations
+        statuses.append([STATUS_NAMES[int(s)] for s in result.status])
+    work.set_bones(bones, out_frames, out_heads)
+    for e, c in enumerate(group.chains):
+        report.outcomes[c.index] = _outcome(
+            residuals[:, e], iterations, [s[e] for s in statuses], float(settings.tolerance)
+        )
+
+
+def _guarded(report: RigReport, chains: list[ChainPlan], run: Callable[[], None]) -> None:
+    """Run one solver call; a ValueError (bad numbers that slipped past validation) marks its chains invalid.
+
+    The solver raises before anything is stored in the working pose, so nothing of these chains is written.
+    """
+    try:
+        run()
+    except ValueError as exc:
+        for c in chains:
+            report.outcomes[c.index] = ChainOutcome(False, f"cannot solve: {exc}")
+
+
+def _solve_levels(
+    obj: bpy.types.Object, work: _Work, plan: Plan, inputs: Inputs, space: _Space, report: RigReport
+) -> None:
+    levels = sorted({g.level for g in plan.groups})
+    for li, lv in enumerate(levels):
+        if li > 0:
+            work.propagate()
+        batches: dict[tuple[str, int, bool], list[ChainPlan]] = {}
+        for g in plan.groups:
+            if g.level != lv:
+                continue
+            if g.is_tree:
+                _guarded(report, g.chains, lambda g=g: _solve_tree(obj, work, g, inputs, space, report))
+                continue
+            c = g.chains[0]
+            batches.setdefault((c.solver, len(c.bones), c.use_target_rotation), []).append(c)
+        for (solver, _n, _rot), chains in batches.items():
+            _guarded(
+                report, chains,
+                lambda s=solver, cs=chains: _solve_batch(obj, work, s, cs, inputs, space, report),
+            )
+
+
+@dataclass
+class Solved:
+    """Solved basis rotations for F frames, ready to become channels or keys."""
+
+    bones: list[int]  # parents before children
+    basis: F64  # (F, len(bones), 3, 3) local (basis) rotations
+
+
+def prepare(
+    obj: bpy.types.Object, only: set[int] | None = None
+) -> tuple[RigReport, armature.Skeleton | None, Plan | None]:
+    """Validate `obj` and its chains (optionally only the chain indices in `only`)."""
+    report = RigReport()
+    problem = rig_problem(obj)
+    chains = rig_settings(obj).chains if obj.type == "ARMATURE" else []
+    wanted = [i for i, ch in enumerate(chains) if ch.enabled and (only is None or i in only)]
+    if problem is not None:
+        report.rig_error = problem
+        for i in wanted:
+            report.outcomes[i] = ChainOutcome(False, problem)
+        return report, None, None
+    sk = armature.skeleton(obj)
+    pose = armature.pose_matrices(obj)
+    _, scale = convert.rotation_parts(pose[:, :3, :3])
+    plan = build_plan(obj, sk, scale, only)
+    for i, msg in plan.errors.items():
+        report.outcomes[i] = ChainOutcome(False, msg)
+    return report, sk, plan
+
+
+def solve_inputs(
+    obj: bpy.types.Object, sk: armature.Skeleton, plan: Plan, inputs: Inputs, report: RigReport
+) -> Solved:
+    """Solve every planned group over the stacked frames of `inputs`; fill `report`; return basis rotations."""
+    lengths = np.array([obj.data.bones[name].length for name in sk.names]) if plan.groups else np.zeros(0)
+    rot, sc = convert.rotation_parts(inputs.pose[:, :, :3, :3])
+    work = _Work(sk=sk, original=inputs.pose, matrices=inputs.pose.copy(), rot=rot, scale=sc, lengths=lengths)
+    _solve_levels(obj, work, plan, inputs, _Space.of(inputs.world), report)
+    for i, note in plan.notes.items():
+        if i in report.outcomes and report.outcomes[i].valid and not report.outcomes[i].message:
+            report.outcomes[i].message = note
+    bones = sorted(work.solved, key=lambda b: (int(sk.depth[b]), b))
+    if not bones:
+        return Solved([], np.zeros((inputs.pose.shape[0], 0, 3, 3)))
+    frames = np.stack([work.solved[b] for b in bones], axis=1)  # (F, n, 3, 3)
+    parent_frames = work.parent_rot(bones)
+    basis = armature.local_rotations(frames, parent_frames, sk.rest_rel[bones][None])
+    return Solved(bones, basis)
+
+
+def solve_rig(obj: bpy.types.Object, *, write: bool = True, only: set[int] | None = None) -> RigReport:
+    """Solve the enabled chains of armature `obj` on its current pose; write rotations if `write`.
+
+    Invalid chains are reported in the outcome (and never written); valid ones are still solved, so one
+    broken chain never stops the others.
+    """
+    report, sk, plan = prepare(obj, only)
+    if sk is None or plan is None or not plan.groups:
+        return report
+    inputs = read_inputs(obj, plan)
+    broken = check_inputs(obj, plan, inputs)
+    if broken:
+        report.rig_error = broken
+        for g in plan.groups:
+            for c in g.chains:
+                report.outcomes[c.index] = ChainOutcome(False, broken)
+        return report
+    solved = solve_inputs(obj, sk, plan, inputs, report)
+    if write and solved.bones:
+        channels = armature.read_channels(obj)
+        changed = armature.rotations_to_channels(obj, solved.bones, solved.basis[0], channels)
+        armature.write_channels(obj, channels, changed)
+        report.written_bones = solved.bones
+    return report
+
+
+def store_status(obj: bpy.types.Object, report: RigReport) -> None:
+    """Copy the outcome into each chain's read-only status, touching only what changed (no redraw storms)."""
+    for i, ch in enumerate(rig_settings(obj).chains):
+        out = report.outcomes.get(i)
+        if out is None:
+            valid, message, iters, residual = True, "", 0, 0.0
+        else:
+            valid, message, iters, residual = out.valid, out.message, int(round(out.iterations)), out.residual
+        if ch.is_valid != valid:
+            ch.is_valid = valid
+        if ch.message != message:
+            ch.message = message
+        if ch.iterations != iters:
+            ch.iterations = iters
+        if not math.isclose(ch.residual, residual, rel_tol=1e-3, abs_tol=1e-7):
+            ch.residual = residual

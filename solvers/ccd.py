@@ -1,0 +1,68 @@
+"""CCD (cyclic coordinate descent) for batches of chains (seed 004).
+
+One iteration walks from the tip bone to the root; at each joint it rotates the rest of the chain about
+the joint's head so that the end effector points at the target, optionally by at most ``max_angle`` per
+step (damping, against flips on long chains). With limits, each joint's new frame is clamped right away
+by :func:`~solvers.frames.limit_frames` (the same call the forward sweep makes) and the bones below turn
+with the clamped frame, so their own frames relative to their parents, hence their limits, are unchanged.
+The loop, reach check, poles and final frames are the shared loop's, as for FABRIK.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .frames import ChainBatch, limit_frames
+from .loop import Step, solve_chains
+from .rotations import matmul, rotation_between
+from .types import ChainProblem, SolveResult
+
+
+def make_ccd_step(max_angle: float | None = None) -> Step:
+    """Return the CCD iteration, turning each joint by at most ``max_angle`` radians (None: no cap)."""
+
+    def step(batch: ChainBatch) -> None:
+        p = batch.positions
+        frames = batch.frames
+        limited = batch.limits is not None
+        for j in range(batch.n_bones - 1, -1, -1):
+            head = p[:, j]
+            rot = rotation_between(p[:, -1] - head, batch.targets - head, max_angle)
+            if limited:
+                parent = batch.base if j == 0 else frames[:, j - 1]
+                ref = matmul(parent, batch.ref_local[:, j])
+                old = frames[:, j]
+                new = limit_frames(ref, matmul(rot, old), batch.limits, j)
+                # The rotation actually applied is the clamped one; the bones below follow it rigidly.
+                rot = matmul(new, np.swapaxes(old, -1, -2))
+                frames[:, j + 1 :] = np.einsum("aij,akjl->akil", rot, frames[:, j + 1 :])
+                frames[:, j] = new
+            rel = p[:, j + 1 :] - head[:, None]
+            p[:, j + 1 :] = head[:, None] + np.einsum("aij,akj->aki", rot, rel)
+
+    return step
+
+
+def solve_ccd(problem: ChainProblem, max_angle: float | None = None) -> SolveResult:
+    """Solve K chains with CCD.
+
+    Parameters
+    ----------
+    problem
+        The chains, warm-start pose, targets, optional poles and limits, tolerance, iteration cap and
+        roll mode.
+    max_angle
+        Largest rotation of one joint in one step, in radians; None (default) for no cap. A cap slows
+        convergence but avoids the sudden flips plain CCD makes when a target passes behind the chain.
+
+    Returns
+    -------
+    SolveResult
+        As :func:`solvers.fabrik.solve_fabrik`.
+    """
+    if max_angle is not None and not (np.isfinite(max_angle) and max_angle > 0.0):
+        raise ValueError(f"max_angle must be a finite angle > 0 in radians, or None; got {max_angle!r}")
+    limited = problem.limits is not None and bool(
+        np.any(problem.limits.use_cone) or np.any(problem.limits.use_twist)
+    )
+    return solve_chains(problem, make_ccd_step(max_angle), track_frames=limited)

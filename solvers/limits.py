@@ -1,0 +1,763 @@
+"""Joint limits: an elliptical swing cone and a twist range per bone, in the bone's reference frame.
+
+The reference frame of a bone is its rest frame carried by its parent's pose (see
+``docs/solver-design.md``). All functions here work in that frame, with Blender's bone conventions:
++Y runs along the bone, ``right`` is toward +X, ``left`` toward -X, ``up`` toward +Z, ``down`` toward -Z.
+
+Swing cone
+----------
+A direction ``d`` at swing angle ``theta`` from +Y, toward azimuth ``phi`` in the X-Z plane, has *swing
+coordinates* ``(theta_x, theta_z) = (theta cos(phi), theta sin(phi))`` (the azimuthal equidistant
+projection around +Y; ``d = (sin(theta) cos(phi), cos(theta), sin(theta) sin(phi))``). In the quadrant
+``theta_x >= 0, theta_z >= 0`` the direction is inside when ``(theta_x/right)**2 + (theta_z/up)**2 <= 1``,
+and likewise with ``left``/``down`` in the other quadrants; a zero half-angle allows no swing toward that
+side. Each half-angle is in ``[0, pi)``, so +Y is always inside and -Y always outside.
+
+A direction outside is moved to the *nearest* direction of the cone on the unit sphere (geodesic distance),
+found by maximising ``d . b`` over the boundary curve ``b``. The boundary is, per quadrant, the arc
+``(theta_x, theta_z) = (A cos(psi), B sin(psi))`` mapped to the sphere; the search samples all four arcs,
+keeps the best few local maxima (the distance along a wide cone's boundary is multimodal) and polishes
+each with a safeguarded Newton iteration. Zero half-angles need no special case: an arc with a zero
+semi-axis is the straight edge of a half-cone (or a hinge's arc), and one with two zero semi-axes is the
+single point +Y.
+
+Twist
+-----
+With ``rel = ref.T @ frame`` the bone's rotation relative to its reference frame and ``q`` its quaternion,
+the twist is ``2 atan2(q.y, q.w)`` wrapped to ``(-pi, pi]``: the angle of the twist about local Y in the
+swing-twist decomposition ``q = swing * twist`` (twist applied first). It is computed from the matrix as
+``atan2(R02 - R20, R00 + R22)``, which is the same angle without building a quaternion.
+
+Frames are 3x3 rotations whose *columns* are the X, Y, Z axes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+IntArray = NDArray[np.intp]
+
+#: Column order of the half-angles in a cone array.
+UP, DOWN, LEFT, RIGHT = 0, 1, 2, 3
+CONE_SIDES = ("up", "down", "left", "right")
+
+#: Directions within this geodesic distance (radians) of a cone, and twists within this angle of their
+#: range, count as inside in :func:`apply_joint_limits`, so a frame it clamped earlier (which lies on the
+#: boundary only up to rounding) passes through unchanged the next time instead of being clamped again.
+#: It is this large because the test widens the half-angles, and near the tip of a thin (or zero-width)
+#: side a direction 1e-16 off the plane needs the tip widened by ~(1e-32 * tip / 2)**(1/3) to pass.
+INSIDE_TOLERANCE = 1e-9
+
+# Boundary samples per quadrant for the coarse search. 16 puts the samples at most pi/32 apart in the
+# parameter, close enough that a parabola through the best sample and its neighbours starts Newton within
+# its quadratic range; the search keeps several basins, so a coarse grid does not lose the global one.
+_SAMPLES_PER_QUADRANT = 16
+# Cap on the bracketed Newton iterations; each candidate stops once its step is below _NEWTON_STEP_TOL
+# (radians of psi). Typical rows need 2-4; bisection steps near a thin ellipse's tip need more.
+_NEWTON_ITERATIONS = 80
+_NEWTON_STEP_TOL = 1e-13
+
+_TAU = 2.0 * math.pi
+
+
+# --------------------------------------------------------------------------------------------------------
+# Limits container
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JointLimits:
+    """Per-bone joint limits for K chains of N bones.
+
+    Parameters
+    ----------
+    cone : ndarray, shape (K, N, 4)
+        Half-angles ``[up, down, left, right]`` in radians, each in ``[0, pi)``.
+    use_cone : ndarray of bool, shape (K, N)
+        Whether the cone applies to the bone.
+    twist : ndarray, shape (K, N, 2)
+        ``[min, max]`` twist about the bone's Y axis in radians, ``-pi <= min <= max <= pi``.
+    use_twist : ndarray of bool, shape (K, N)
+        Whether the twist range applies to the bone.
+
+    Raises
+    ------
+    ValueError
+        If a shape disagrees or a value is out of range; the message names the ``[k, n]`` index.
+    """
+
+    cone: FloatArray
+    use_cone: BoolArray
+    twist: FloatArray
+    use_twist: BoolArray
+
+    def __post_init__(self) -> None:
+        # Store float64/bool copies so callers cannot alias (and later mutate) the validated arrays.
+        cone = np.array(self.cone, dtype=np.float64)
+        use_cone = np.array(self.use_cone, dtype=np.bool_)
+        twist = np.array(self.twist, dtype=np.float64)
+        use_twist = np.array(self.use_twist, dtype=np.bool_)
+        if cone.ndim != 3 or cone.shape[2] != 4:
+            raise ValueError(f"JointLimits.cone must have shape (K, N, 4), got {cone.shape}")
+        k, n = cone.shape[:2]
+        for name, arr, shape in (
+            ("use_cone", use_cone, (k, n)),
+            ("twist", twist, (k, n, 2)),
+            ("use_twist", use_twist, (k, n)),
+        ):
+            if arr.shape != shape:
+                raise ValueError(f"JointLimits.{name} must have shape {shape} (from cone), got {arr.shape}")
+        bad = ~np.isfinite(cone) | (cone < 0.0) | (cone >= math.pi)
+        if bad.any():
+            i, j, s = (int(v) for v in np.argwhere(bad)[0])
+            raise ValueError(
+                f"JointLimits.cone[{i}, {j}] ({CONE_SIDES[s]}) = {cone[i, j, s]!r} rad: "
+                "half-angles must be finite and in [0, pi) (0 to just under 180 degrees)"
+            )
+        bad2 = ~np.isfinite(twist) | (twist < -math.pi) | (twist > math.pi)
+        if bad2.any():
+            i, j, s = (int(v) for v in np.argwhere(bad2)[0])
+            raise ValueError(
+                f"JointLimits.twist[{i}, {j}] ({('min', 'max')[s]}) = {twist[i, j, s]!r} rad: "
+                "twist bounds must be finite and in [-pi, pi]"
+            )
+        bad3 = twist[..., 0] > twist[..., 1]
+        if bad3.any():
+            i, j = (int(v) for v in np.argwhere(bad3)[0])
+            raise ValueError(
+                f"JointLimits.twist[{i}, {j}]: min {twist[i, j, 0]!r} > max {twist[i, j, 1]!r}; "
+                "swap them so that min <= max"
+            )
+        for arr in (cone, use_cone, twist, use_twist):
+            arr.flags.writeable = False
+        object.__setattr__(self, "cone", cone)
+        object.__setattr__(self, "use_cone", use_cone)
+        object.__setattr__(self, "twist", twist)
+        object.__setattr__(self, "use_twist", use_twist)
+
+    @staticmethod
+    def none(k: int, n: int) -> JointLimits:
+        """Return limits that constrain nothing, for K chains of N bones."""
+        return JointLimits(
+            cone=np.zeros((k, n, 4)),
+            use_cone=np.zeros((k, n), dtype=np.bool_),
+            twist=np.zeros((k, n, 2)),
+            use_twist=np.zeros((k, n), dtype=np.bool_),
+        )
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(K, N)``."""
+        return (int(self.cone.shape[0]), int(self.cone.shape[1]))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Argument checks (cheap: the solvers call these functions per bone and per iteration)
+# --------------------------------------------------------------------------------------------------------
+
+
+def _as_rows(name: str, value: ArrayLike, tail: tuple[int, ...]) -> FloatArray:
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim != 1 + len(tail) or arr.shape[1:] != tail:
+        want = ", ".join(["M", *(str(t) for t in tail)])
+        raise ValueError(f"{name} must have shape ({want}), got {arr.shape}")
+    return arr
+
+
+def _check_rows(m: int, **arrays: NDArray[np.generic]) -> None:
+    for name, arr in arrays.items():
+        if arr.shape[0] != m:
+            raise ValueError(f"{name} has {arr.shape[0]} rows, expected {m} (one per direction/frame)")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Swing cone
+# --------------------------------------------------------------------------------------------------------
+
+
+def _inside(d: FloatArray, cone: FloatArray, tol: float) -> BoolArray:
+    """Inside test with every half-angle widened by ``tol`` (no search)."""
+    x, y, z = d[:, 0], d[:, 1], d[:, 2]
+    rho2 = x * x + z * z
+    theta = np.arctan2(np.sqrt(rho2), y)
+    # Widening the semi-axes by tol stays within tol of the cone: the widened ellipse lies in the
+    # tol-neighbourhood of the original in the swing plane (support functions), and the exponential map of
+    # the sphere does not lengthen distances.
+    a = np.where(x >= 0.0, cone[:, RIGHT], cone[:, LEFT]) + tol
+    b = np.where(z >= 0.0, cone[:, UP], cone[:, DOWN]) + tol
+    # (theta_x/a)^2 + (theta_z/b)^2 <= 1 multiplied through by rho^2 (no division by the azimuth), with a
+    # zero semi-axis meaning "no swing that way": only an exactly zero component passes it.
+    tx = np.where(x == 0.0, 0.0, x * x / np.maximum(a * a, 1e-300))
+    tz = np.where(z == 0.0, 0.0, z * z / np.maximum(b * b, 1e-300))
+    inside: BoolArray = (theta * theta * (tx + tz) <= rho2) & ((rho2 > 0.0) | (y > 0.0))
+    return inside
+
+
+def cone_contains(d_local: ArrayLike, cone: ArrayLike, tol: float = 0.0) -> BoolArray:
+    """Return whether unit directions lie inside their elliptical cones.
+
+    Parameters
+    ----------
+    d_local : array_like, shape (M, 3)
+        Unit directions in the bone's reference frame.
+    cone : array_like, shape (M, 4)
+        Half-angles ``[up, down, left, right]`` in radians.
+    tol : float, optional
+        Widen every half-angle by this many radians. A direction accepted with ``tol`` is within ``tol``
+        (geodesic) of the cone.
+
+    Returns
+    -------
+    ndarray of bool, shape (M,)
+    """
+    d = _as_rows("d_local", d_local, (3,))
+    c = _as_rows("cone", cone, (4,))
+    _check_rows(d.shape[0], cone=c)
+    return _inside(d, c, float(tol))
+
+
+def _sinc_terms(th: FloatArray, r2: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """``sin(t)/t``, its first and second derivatives with respect to ``r2 = t**2``, and ``cos(t)``.
+
+    Working in ``r2`` keeps the boundary map smooth through the cone axis (where ``t`` itself is not).
+    The closed forms cancel for small ``t`` (the first derivative to ~eps/t^2, the second to ~eps/t^4),
+    but they are only ever multiplied by powers of ``|p| = t`` that bring the error back to ~eps times
+    the arc's speed, so no series branch is needed; ``t`` is kept above 1e-30 only to avoid 0/0.
+    """
+    t = np.maximum(th, 1e-30)
+    s, c = np.sin(t), np.cos(t)
+    tc = t * c
+    t3 = t * np.maximum(r2, 1e-60)
+    sinc = s / t
+    d1 = (tc - s) / (2.0 * t3)
+    d2 = (3.0 * (s - tc) - r2 * s) / (4.0 * t3 * r2 + 1e-300)
+    return sinc, d1, d2, c
+
+
+def _boundary_point(psi: FloatArray, a: FloatArray, b: FloatArray, quadrant: IntArray) -> FloatArray:
+    """Boundary direction at parameter ``psi`` of the arc with semi-axes ``a`` (x) and ``b`` (z).
+
+    The signs come from the quadrant, not from cos/sin: at psi = pi/2, cos(psi) is 6e-17, which would put
+    an arc of the left side a hair to the right (outside a half-cone with right = 0).
+    """
+    px = a * _X_SIGN[quadrant] * np.abs(np.cos(psi))
+    pz = b * _Z_SIGN[quadrant] * np.abs(np.sin(psi))
+    th = np.sqrt(px * px + pz * pz)
+    sinc = np.sin(th) / np.maximum(th, 1e-30)
+    return np.stack((sinc * px, np.cos(th), sinc * pz), axis=-1)
+
+
+def _sample_table(n: int) -> tuple[FloatArray, FloatArray, FloatArray, IntArray, IntArray]:
+    """Boundary samples of the four quadrant arcs, each arc with both of its end points.
+
+    Returns the parameters ``psi`` (4, n+1), their cosines and sines with exact zeros on the axes (so a
+    zero half-angle gives exactly zero swing toward its side), and the cone columns of each arc's x and z
+    semi-axes (4,).
+    """
+    i = np.arange(n + 1)
+    quadrant = np.arange(4)[:, None]
+    psi = quadrant * (math.pi / 2) + i[None, :] * (math.pi / 2 / n)
+    cos_psi = np.cos(psi)
+    sin_psi = np.sin(psi)
+    on_x = np.array([[0, 0], [1, n], [2, 0], [3, n]])  # (quadrant, sample) where sin psi is 0
+    on_z = np.array([[0, n], [1, 0], [2, n], [3, 0]])  # ... where cos psi is 0
+    sin_psi[on_x[:, 0], on_x[:, 1]] = 0.0
+    cos_psi[on_z[:, 0], on_z[:, 1]] = 0.0
+    a_side = np.array([RIGHT, LEFT, LEFT, RIGHT], dtype=np.intp)
+    b_side = np.array([UP, UP, DOWN, DOWN], dtype=np.intp)
+    return psi, cos_psi, sin_psi, a_side, b_side
+
+
+_PSI, _COS, _SIN, _A_SIDE, _B_SIDE = _sample_table(_SAMPLES_PER_QUADRANT)
+_H = math.pi / 2 / _SAMPLES_PER_QUADRANT
+_X_SIGN = np.array([1.0, -1.0, -1.0, 1.0])
+_Z_SIGN = np.array([1.0, 1.0, -1.0, -1.0])
+# The four extreme directions (right, up, left, down) as (quadrant, sample): every corner of the
+# boundary, and every fold of a zero-width arc, is one of them.
+_AXIS_Q = np.array([0, 0, 1, 2])
+_AXIS_I = np.array([0, _SAMPLES_PER_QUADRANT, _SAMPLES_PER_QUADRANT, _SAMPLES_PER_QUADRANT])
+_QUADS = np.arange(4)
+
+
+def _slope_curvature(
+    c: FloatArray, s: FloatArray, a: FloatArray, b: FloatArray, dx: FloatArray, dy: FloatArray, dz: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """First and second derivatives in ``psi`` of ``f = d . b(psi)`` on the arc with semi-axes a, b.
+
+    ``c, s`` are ``cos(psi), sin(psi)``. With ``p = (a c, b s)`` the swing coordinates and ``r2 = |p|^2``
+    the boundary direction is ``(sinc p_x, cos, sinc p_z)`` (of ``sqrt(r2)``); both are smooth functions
+    of ``r2`` with d cos / d r2 = -sinc / 2, so the derivatives stay finite on the axis.
+    """
+    px: FloatArray = a * c
+    pz: FloatArray = b * s
+    qx: FloatArray = -a * s  # dp/dpsi (and d2p/dpsi2 = -p)
+    qz: FloatArray = b * c
+    r2: FloatArray = px * px + pz * pz
+    sinc, d1, d2, _ = _sinc_terms(np.sqrt(r2), r2)
+    w = dx * px + dz * pz
+    w1 = dx * qx + dz * qz
+    r2_1 = 2.0 * (px * qx + pz * qz)
+    r2_2 = 2.0 * (qx * qx + qz * qz - r2)
+    d1r = d1 * r2_1
+    slope = d1r * w + sinc * (w1 - 0.5 * dy * r2_1)
+    curvature = (d2 * r2_1 * r2_1 + d1 * r2_2) * w + 2.0 * d1r * w1 - sinc * w - 0.5 * dy * (d1r * r2_1 + sinc * r2_2)
+    return slope, curvature
+
+
+def _nearest_on_boundary(d: FloatArray, cone: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Nearest boundary direction to each ``d`` (all outside their cones) and the squared chord to it.
+
+    Maximises ``f(psi) = d . b(psi)`` over each of the four closed quadrant arcs and keeps the best.
+    """
+    m = d.shape[0]
+    n = _SAMPLES_PER_QUADRANT
+    rows = np.arange(m)
+    dx, dy, dz = d[:, 0, None], d[:, 1, None], d[:, 2, None]
+
+    # Coarse samples (M, 4, n+1) of the four arcs.
+    a = cone[:, _A_SIDE]  # (M, 4) semi-axes of each arc
+    b = cone[:, _B_SIDE]
+    px = a[:, :, None] * _COS
+    pz = b[:, :, None] * _SIN
+    th = np.sqrt(px * px + pz * pz)
+    sinc = np.sin(th) / np.maximum(th, 1e-30)
+    f = sinc * (dx[:, :, None] * px + dz[:, :, None] * pz) + dy[:, :, None] * np.cos(th)
+
+    # The best sample of each arc brackets its best basin between the neighbouring samples (clipped to the
+    # arc, where a, b are constant and the arc is smooth). One basin per arc suffices: the distance along
+    # one quadrant's arc is unimodal apart from ties far below the sampling resolution.
+    i_c = np.argmax(f, axis=2)  # (M, 4)
+    i_lo = np.maximum(i_c - 1, 0)
+    i_hi = np.minimum(i_c + 1, n)
+    lo = _PSI[_QUADS, i_lo]
+    hi = _PSI[_QUADS, i_hi]
+    fc = np.take_along_axis(f, i_c[:, :, None], axis=2)[:, :, 0]
+    fl = np.take_along_axis(f, i_lo[:, :, None], axis=2)[:, :, 0]
+    fr = np.take_along_axis(f, i_hi[:, :, None], axis=2)[:, :, 0]
+    # Start at the vertex of the parabola through the sample and its neighbours (within O(h^3) of a smooth
+    # maximum); at an arc's end, halfway into the arc.
+    den = fl - 2.0 * fc + fr
+    interior = (i_c > 0) & (i_c < n) & (den < 0.0)
+    off = np.where(interior, 0.5 * (fl - fr) / np.where(interior, den, -1.0), 0.0)
+    psi = np.where(interior, _PSI[_QUADS, i_c] + _H * np.clip(off, -1.0, 1.0), 0.5 * (lo + hi))
+
+    # Newton's method on the slope, kept inside a shrinking bracket [lo, hi]. A step that would leave the
+    # bracket (or a non-concave spot) jumps to the bracket's end uphill instead: the maximum is often
+    # exactly there (a corner, an arc's end, the fold of a zero-width arc), and bisecting toward it would
+    # take forty halvings. A second such step in a row bisects, so the iteration cannot bounce between the
+    # ends. Candidates leave the working set as they converge.
+    flat = psi.reshape(-1)
+    w_psi, w_lo, w_hi = flat.copy(), lo.reshape(-1), hi.reshape(-1)
+    w_a, w_b = a.reshape(-1), b.reshape(-1)
+    w_dx, w_dy, w_dz = (np.repeat(v[:, 0], 4) for v in (dx, dy, dz))
+    jumped = np.zeros(w_psi.shape, dtype=np.bool_)
+    active = np.arange(flat.shape[0])
+    for _ in range(_NEWTON_ITERATIONS):
+        slope, curv = _slope_curvature(np.cos(w_psi), np.sin(w_psi), w_a, w_b, w_dx, w_dy, w_dz)
+        up = slope > 0.0
+        w_lo = np.where(up, w_psi, w_lo)
+        w_hi = np.where(up, w_hi, w_psi)
+        newton = w_psi - slope / np.where(curv < 0.0, curv, -1.0)
+        ok = (curv < 0.0) & (newton >= w_lo) & (newton <= w_hi)
+        fallback = np.where(jumped, 0.5 * (w_lo + w_hi), np.where(up, w_hi, w_lo))
+        new = np.where(ok, newton, fallback)
+        jumped = ~ok & ~jumped
+        step = np.abs(new - w_psi)
+        w_psi = new
+        done = step <= _NEWTON_STEP_TOL
+        n_done = int(np.count_nonzero(done))
+        if n_done == done.shape[0]:
+            flat[active] = w_psi
+            break
+        if n_done * 2 >= done.shape[0]:
+            # Shrink the working set once half of it has converged (each shrink costs a few gathers).
+            flat[active[done]] = w_psi[done]
+            keep = ~done
+            active = active[keep]
+            w_psi, w_lo, w_hi, w_a, w_b = w_psi[keep], w_lo[keep], w_hi[keep], w_a[keep], w_b[keep]
+            w_dx, w_dy, w_dz, jumped = w_dx[keep], w_dy[keep], w_dz[keep], jumped[keep]
+    else:
+        flat[active] = w_psi
+    psi = flat.reshape(m, 4)
+
+    # Candidates: the polished maxima of the four arcs and the four extreme directions (exact).
+    pts = _boundary_point(psi, a, b, np.broadcast_to(_QUADS, (m, 4)))  # (M, 4, 3)
+    ax_px = a[:, _AXIS_Q] * _COS[_AXIS_Q, _AXIS_I]
+    ax_pz = b[:, _AXIS_Q] * _SIN[_AXIS_Q, _AXIS_I]
+    ax_th = np.sqrt(ax_px * ax_px + ax_pz * ax_pz)
+    ax_sinc = np.sin(ax_th) / np.maximum(ax_th, 1e-30)
+    ax_pts = np.stack((ax_sinc * ax_px, np.cos(ax_th), ax_sinc * ax_pz), axis=-1)  # (M, 4, 3)
+    all_pts = np.concatenate((pts, ax_pts), axis=1)
+    # Rank by the squared chord, not by d . b: near 1 the dot product cannot tell apart points within
+    # ~1e-8 rad of d, the chord can.
+    diff = all_pts - d[:, None, :]
+    chord2 = np.einsum("mcj,mcj->mc", diff, diff)
+    best = np.argmin(chord2, axis=1)
+    out: FloatArray = all_pts[rows, best]
+    return out, chord2[rows, best]
+
+
+def clamp_cone(d_local: ArrayLike, cone: ArrayLike, tol: float = 0.0) -> FloatArray:
+    """Move directions outside their cones to the nearest direction on the cone (geodesic distance).
+
+    Parameters
+    ----------
+    d_local : array_like, shape (M, 3)
+        Unit directions in the bone's reference frame.
+    cone : array_like, shape (M, 4)
+        Half-angles ``[up, down, left, right]`` in radians, each in ``[0, pi)``.
+    tol : float, optional
+        Directions accepted by ``cone_contains(d, cone, tol)`` are returned unchanged.
+
+    Returns
+    -------
+    ndarray, shape (M, 3)
+        Unit directions inside the cone (on its boundary for those that were outside). Rows that were
+        inside are bit-identical to the input. Exactly -Y (always outside) goes to the boundary
+        direction of largest swing, the first one found if several tie.
+    """
+    d = _as_rows("d_local", d_local, (3,))
+    c = _as_rows("cone", cone, (4,))
+    _check_rows(d.shape[0], cone=c)
+    out = d.copy()
+    outside = ~_inside(d, c, float(tol))
+    if outside.any():
+        out[outside] = _nearest_on_boundary(d[outside], c[outside])[0]
+    return out
+
+
+def cone_violation(d_local: ArrayLike, cone: ArrayLike) -> FloatArray:
+    """Geodesic distance (radians) from each direction to its cone; 0 inside.
+
+    Parameters
+    ----------
+    d_local : array_like, shape (M, 3)
+        Unit directions in the bone's reference frame.
+    cone : array_like, shape (M, 4)
+        Half-angles ``[up, down, left, right]`` in radians.
+
+    Returns
+    -------
+    ndarray, shape (M,)
+    """
+    d = _as_rows("d_local", d_local, (3,))
+    c = _as_rows("cone", cone, (4,))
+    _check_rows(d.shape[0], cone=c)
+    out = np.zeros(d.shape[0])
+    outside = ~_inside(d, c, 0.0)
+    if outside.any():
+        do = d[outside]
+        nearest = _nearest_on_boundary(do, c[outside])[0]
+        out[outside] = _angle_between(do, nearest)
+    return out
+
+
+def _angle_between(u: FloatArray, v: FloatArray) -> FloatArray:
+    # atan2 of |u x v| and u . v stays accurate for tiny and near-pi angles, unlike arccos.
+    cross = np.cross(u, v)
+    angle: FloatArray = np.arctan2(np.sqrt(np.einsum("ij,ij->i", cross, cross)), np.einsum("ij,ij->i", u, v))
+    return angle
+
+
+# --------------------------------------------------------------------------------------------------------
+# Twist
+# --------------------------------------------------------------------------------------------------------
+
+
+def twist_angle(rel: ArrayLike) -> FloatArray:
+    """Twist about local Y of rotations relative to their reference frames.
+
+    Parameters
+    ----------
+    rel : array_like, shape (M, 3, 3)
+        ``ref.T @ frame``, columns = axes.
+
+    Returns
+    -------
+    ndarray, shape (M,)
+        ``2 atan2(q.y, q.w)`` wrapped to ``(-pi, pi]``. A swing of exactly 180 degrees makes the
+        decomposition ambiguous; it reports 0 there.
+    """
+    r = _as_rows("rel", rel, (3, 3))
+    # 2 atan2(y, w) == atan2(2wy, w^2 - y^2), and 4wy = R02 - R20, 2(w^2 - y^2) = R00 + R22.
+    tw = np.arctan2(r[:, 0, 2] - r[:, 2, 0], r[:, 0, 0] + r[:, 2, 2])
+    out: FloatArray = np.where(tw <= -math.pi, math.pi, tw)
+    return out
+
+
+def _rot_y(angle: FloatArray) -> FloatArray:
+    c, s = np.cos(angle), np.sin(angle)
+    rot = np.zeros((angle.shape[0], 3, 3))
+    rot[:, 0, 0] = c
+    rot[:, 0, 2] = s
+    rot[:, 1, 1] = 1.0
+    rot[:, 2, 0] = -s
+    rot[:, 2, 2] = c
+    return rot
+
+
+def _twist_outside(
+    tw: FloatArray, tmin: FloatArray, tmax: FloatArray, tol: float
+) -> tuple[BoolArray, FloatArray, FloatArray]:
+    """Whether ``tw`` is outside [tmin, tmax] by more than ``tol``, measured around the circle.
+
+    Also returns the distances to ``tmax`` (forward) and back to ``tmin``. Going around the circle makes
+    a range that touches +-pi behave: a twist clamped to pi may read back as -pi + 1e-16, which is inside.
+    """
+    u = np.mod(tw - tmin, _TAU)  # how far past tmin, going forward, in [0, 2 pi)
+    past_max = u - (tmax - tmin)
+    back_to_min = _TAU - u
+    outside = (past_max > tol) & (back_to_min > tol)
+    return outside, past_max, back_to_min
+
+
+def _twist_target(tw: FloatArray, tmin: FloatArray, tmax: FloatArray, tol: float = 0.0) -> tuple[FloatArray, BoolArray]:
+    """Nearest angle of [tmin, tmax] to ``tw`` on the circle, and whether ``tw`` was outside (by > tol)."""
+    outside, past_max, back_to_min = _twist_outside(tw, tmin, tmax, tol)
+    # Nearest end around the circle, not along the line: for a range [100, 170] degrees a twist of -170
+    # is 20 degrees past 170 and goes there, not to 100.
+    target = np.where(past_max <= back_to_min, tmax, tmin)
+    return np.where(outside, target, tw), outside
+
+
+def clamp_twist(rel: ArrayLike, tmin: ArrayLike, tmax: ArrayLike) -> FloatArray:
+    """Clamp the twist of rotations (relative to their reference frames) into ``[tmin, tmax]``.
+
+    Parameters
+    ----------
+    rel : array_like, shape (M, 3, 3)
+        ``ref.T @ frame``.
+    tmin, tmax : array_like, shape (M,)
+        Twist range in radians, within ``[-pi, pi]``.
+
+    Returns
+    -------
+    ndarray, shape (M, 3, 3)
+        ``rel`` twisted about its own Y axis (so Y is unchanged) to the nearest angle of the range, going
+        around the circle. Rows already within range are bit-identical.
+    """
+    r = _as_rows("rel", rel, (3, 3))
+    lo = np.asarray(tmin, dtype=np.float64).reshape(-1)
+    hi = np.asarray(tmax, dtype=np.float64).reshape(-1)
+    _check_rows(r.shape[0], tmin=lo, tmax=hi)
+    out = r.copy()
+    tw = twist_angle(r)
+    target, outside = _twist_target(tw, lo, hi)
+    if outside.any():
+        # rel = swing @ Ry(tw); rel @ Ry(delta) = swing @ Ry(tw + delta) keeps the swing (and so Y).
+        out[outside] = r[outside] @ _rot_y(target[outside] - tw[outside])
+    return out
+
+
+def _twist_violation(tw: FloatArray, tmin: FloatArray, tmax: FloatArray) -> FloatArray:
+    outside, past_max, back_to_min = _twist_outside(tw, tmin, tmax, 0.0)
+    out: FloatArray = np.where(outside, np.minimum(past_max, back_to_min), 0.0)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------
+# Frames
+# --------------------------------------------------------------------------------------------------------
+
+
+def _min_rotation(u: FloatArray, v: FloatArray) -> FloatArray:
+    """Rotation matrices taking unit vectors ``u`` to ``v`` by the smallest angle (axis u x v)."""
+    axis = np.cross(u, v)
+    sin_a = np.sqrt(np.einsum("ij,ij->i", axis, axis))
+    cos_a = np.einsum("ij,ij->i", u, v)
+    # u and v are never antipodal here (the nearest cone direction is less than pi away), but keep a
+    # deterministic axis perpendicular to u for the degenerate case.
+    tiny = sin_a < 1e-300
+    fallback = np.cross(u, np.where(np.abs(u[:, :1]) < 0.9, [[1.0, 0.0, 0.0]], [[0.0, 0.0, 1.0]]))
+    axis = np.where(tiny[:, None], fallback, axis)
+    axis = axis / np.linalg.norm(axis, axis=1, keepdims=True)
+    kx, ky, kz = axis[:, 0], axis[:, 1], axis[:, 2]
+    zero = np.zeros_like(kx)
+    k = np.stack((np.stack((zero, -kz, ky), -1), np.stack((kz, zero, -kx), -1), np.stack((-ky, kx, zero), -1)), 1)
+    eye = np.eye(3)[None]
+    rot: FloatArray = eye + sin_a[:, None, None] * k + (1.0 - cos_a)[:, None, None] * np.einsum("mij,mjk->mik", k, k)
+    return rot
+
+
+def apply_joint_limits(
+    ref: ArrayLike,
+    frame: ArrayLike,
+    cone: ArrayLike,
+    use_cone: ArrayLike,
+    twist: ArrayLike,
+    use_twist: ArrayLike,
+) -> FloatArray:
+    """Clamp bone frames into their joint limits.
+
+    The frame's Y axis, expressed in ``ref``, is clamped into the cone and the minimal rotation taking the
+    old Y to the clamped Y is applied to the whole frame; then the twist relative to ``ref`` is clamped.
+
+    Parameters
+    ----------
+    ref : array_like, shape (M, 3, 3)
+        Reference frames (parent's pose @ rest), columns = axes.
+    frame : array_like, shape (M, 3, 3)
+        Bone frames to limit.
+    cone : array_like, shape (M, 4)
+        Half-angles ``[up, down, left, right]`` in radians.
+    use_cone : array_like of bool, shape (M,)
+    twist : array_like, shape (M, 2)
+        ``[min, max]`` twist in radians.
+    use_twist : array_like of bool, shape (M,)
+
+    Returns
+    -------
+    ndarray, shape (M, 3, 3)
+        Limited frames. Rows that are not limited, or already within their limits (to
+        ``INSIDE_TOLERANCE``), are bit-identical to ``frame``.
+    """
+    ref_a = _as_rows("ref", ref, (3, 3))
+    fr = _as_rows("frame", frame, (3, 3))
+    c = _as_rows("cone", cone, (4,))
+    tw_range = _as_rows("twist", twist, (2,))
+    uc = np.asarray(use_cone, dtype=np.bool_).reshape(-1)
+    ut = np.asarray(use_twist, dtype=np.bool_).reshape(-1)
+    m = fr.shape[0]
+    _check_rows(m, ref=ref_a, cone=c, use_cone=uc, twist=tw_range, use_twist=ut)
+    out = fr.copy()
+    if not (uc.any() or ut.any()):
+        return out
+    sel = np.flatnonzero(uc | ut)
+    r_sel = ref_a[sel]
+    rel = np.einsum("mji,mjk->mik", r_sel, fr[sel])  # ref^T @ frame
+    changed = np.zeros(sel.shape[0], dtype=np.bool_)
+
+    cone_rows = np.flatnonzero(uc[sel])
+    if cone_rows.size:
+        y = rel[cone_rows, :, 1]
+        c_rows = c[sel[cone_rows]]
+        outside = ~_inside(y, c_rows, INSIDE_TOLERANCE)
+        if outside.any():
+            idx = cone_rows[outside]
+            y_out = y[outside]
+            y_new = _nearest_on_boundary(y_out, c_rows[outside])[0]
+            rel[idx] = np.einsum("mij,mjk->mik", _min_rotation(y_out, y_new), rel[idx])
+            changed[idx] = True
+
+    tw_rows = np.flatnonzero(ut[sel])
+    if tw_rows.size:
+        rel_t = rel[tw_rows]
+        tw = twist_angle(rel_t)
+        rng = tw_range[sel[tw_rows]]
+        target, outside_t = _twist_target(tw, rng[:, 0], rng[:, 1], INSIDE_TOLERANCE)
+        if outside_t.any():
+            idx = tw_rows[outside_t]
+            rel[idx] = rel_t[outside_t] @ _rot_y(target[outside_t] - tw[outside_t])
+            changed[idx] = True
+
+    if changed.any():
+        rows = sel[changed]
+        out[rows] = np.einsum("mij,mjk->mik", r_sel[changed], rel[changed])
+    return out
+
+
+def limit_violation(
+    ref: ArrayLike,
+    frame: ArrayLike,
+    cone: ArrayLike,
+    use_cone: ArrayLike,
+    twist: ArrayLike,
+    use_twist: ArrayLike,
+) -> tuple[FloatArray, FloatArray]:
+    """How far frames are outside their limits (radians), measured from the frames themselves.
+
+    Parameters are as for :func:`apply_joint_limits`.
+
+    Returns
+    -------
+    cone_violation : ndarray, shape (M,)
+        Geodesic distance of the frame's Y axis (in ``ref``) to the cone; 0 inside or where unused.
+    twist_violation : ndarray, shape (M,)
+        Angle from the twist to the nearest end of its range around the circle; 0 inside or where unused.
+    """
+    ref_a = _as_rows("ref", ref, (3, 3))
+    fr = _as_rows("frame", frame, (3, 3))
+    c = _as_rows("cone", cone, (4,))
+    tw_range = _as_rows("twist", twist, (2,))
+    uc = np.asarray(use_cone, dtype=np.bool_).reshape(-1)
+    ut = np.asarray(use_twist, dtype=np.bool_).reshape(-1)
+    m = fr.shape[0]
+    _check_rows(m, ref=ref_a, cone=c, use_cone=uc, twist=tw_range, use_twist=ut)
+    rel = np.einsum("mji,mjk->mik", ref_a, fr)
+    y = rel[:, :, 1]
+    y = y / np.linalg.norm(y, axis=1, keepdims=True)
+    cone_v = np.where(uc, cone_violation(y, c), 0.0)
+    tw_v = np.where(ut, _twist_violation(twist_angle(rel), tw_range[:, 0], tw_range[:, 1]), 0.0)
+    return cone_v, tw_v
+
+
+# --------------------------------------------------------------------------------------------------------
+# Drawing geometry
+# --------------------------------------------------------------------------------------------------------
+
+
+def cone_ring(cone: ArrayLike, n: int = 64) -> FloatArray:
+    """Boundary directions of one cone, ordered around it, for drawing.
+
+    Parameters
+    ----------
+    cone : array_like, shape (4,)
+        Half-angles ``[up, down, left, right]`` in radians.
+    n : int, optional
+        Number of points; a multiple of 4 puts points exactly on the four extreme directions.
+
+    Returns
+    -------
+    ndarray, shape (n, 3)
+        Unit directions in the reference frame, counter-clockwise seen from +Y's tip looking back
+        (right, up, left, down). Zero sides give straight edges through +Y (a half-cone) or an arc
+        traced out and back (a hinge).
+    """
+    c = np.asarray(cone, dtype=np.float64).reshape(4)
+    if n < 3:
+        raise ValueError(f"cone_ring needs n >= 3 points, got {n}")
+    psi = np.arange(n) * (_TAU / n)
+    cos_psi, sin_psi = np.cos(psi), np.sin(psi)
+    # Exact zeros on the axes so a zero side gives exactly zero swing toward it.
+    cos_psi[np.isclose(np.abs(np.mod(psi, math.pi) - math.pi / 2), 0.0, atol=1e-12)] = 0.0
+    sin_psi[np.isclose(np.abs(np.mod(psi + math.pi / 2, math.pi) - math.pi / 2), 0.0, atol=1e-12)] = 0.0
+    a = np.where(cos_psi >= 0.0, c[RIGHT], c[LEFT])
+    b = np.where(sin_psi >= 0.0, c[UP], c[DOWN])
+    px, pz = a * cos_psi, b * sin_psi
+    th = np.sqrt(px * px + pz * pz)
+    sinc = np.sinc(th / math.pi)
+    ring: FloatArray = np.stack((sinc * px, np.cos(th), sinc * pz), axis=-1)
+    return ring
+
+
+def cone_fan(cone: ArrayLike, n: int = 64, length: float = 1.0) -> tuple[FloatArray, NDArray[np.int32]]:
+    """Triangle fan of a cone's surface for a translucent overlay.
+
+    Parameters
+    ----------
+    cone : array_like, shape (4,)
+        Half-angles ``[up, down, left, right]`` in radians.
+    n : int, optional
+        Number of boundary points (and triangles).
+    length : float, optional
+        Distance of the boundary points from the apex.
+
+    Returns
+    -------
+    vertices : ndarray, shape (n + 1, 3)
+        The apex (origin) first, then :func:`cone_ring` scaled by ``length``.
+    triangles : ndarray of int32, shape (n, 3)
+        ``(apex, ring[i], ring[i + 1])``, closing back to ``ring[0]``. Zero sides give degenerate
+        (zero-area) triangles, which draw as nothing.
+    """
+    ring = cone_ring(cone, n) * float(length)
+    vertices: FloatArray = np.concatenate((np.zeros((1, 3)), ring), axis=0)
+    i = np.arange(n, dtype=np.int32)
+    triangles = np.stack((np.zeros(n, dtype=np.int32), i + 1, (i + 1) % n + 1), axis=1).astype(np.int32)
+    return vertices, triangles

@@ -1,0 +1,96 @@
+"""Rigs built in code for the in-process tests (Blender's own tests do the same in setUp)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import bpy
+import numpy as np
+from mathutils import Matrix, Vector
+
+
+def armature(name: str = "Rig", bones: Sequence[tuple[str, str | None, tuple, tuple, bool]] = ()) -> bpy.types.Object:
+    """An armature object linked to the scene; bones are (name, parent, head, tail, connected)."""
+    arm = bpy.data.armatures.new(name)
+    obj = bpy.data.objects.new(name, arm)
+    bpy.context.scene.collection.objects.link(obj)
+    bpy.context.view_layer.objects.active = obj
+    bpy.ops.object.mode_set(mode="EDIT")
+    for bname, parent, head, tail, connected in bones:
+        eb = arm.edit_bones.new(bname)
+        eb.head, eb.tail = head, tail
+        if parent:
+            eb.parent = arm.edit_bones[parent]
+            eb.use_connect = connected
+    bpy.ops.object.mode_set(mode="OBJECT")
+    return obj
+
+
+def chain_rig(n: int = 3, length: float = 1.0, name: str = "Rig", gap: float = 0.0,
+              bend: float = 0.15) -> bpy.types.Object:
+    """A chain of n bones along +Z with a slight zig-zag bend (so 'KEEP' has a bend plane).
+
+    `gap` > 0 makes the bones disconnected: each head sits `gap` beyond its parent's tail.
+    """
+    bones = []
+    head = Vector((0.0, 0.0, 0.0))
+    for i in range(n):
+        tail = head + Vector((bend * (1 if i % 2 else -1) * length, 0.0, length))
+        bones.append((f"b{i}", f"b{i - 1}" if i else None, tuple(head), tuple(tail), gap == 0.0))
+        head = tail + Vector((gap, 0.0, 0.0))
+    return armature(name, bones)
+
+
+def empty(name: str, location: Sequence[float] = (0, 0, 0), parent: bpy.types.Object | None = None) -> bpy.types.Object:
+    ob = bpy.data.objects.new(name, None)
+    bpy.context.scene.collection.objects.link(ob)
+    ob.location = location
+    if parent is not None:
+        ob.parent = parent
+    return ob
+
+
+def add_chain(rig: bpy.types.Object, tip: str, length: int, target: bpy.types.Object, solver: str = "FABRIK",
+              pole: bpy.types.Object | None = None, name: str = "") -> bpy.types.PropertyGroup:
+    ch = rig.reach_ik.chains.add()
+    ch.name = name or tip
+    ch.tip_bone = tip
+    ch.chain_length = length
+    ch.solver = solver
+    ch.target = target
+    ch.pole = pole
+    return ch
+
+
+def update() -> None:
+    bpy.context.view_layer.update()
+
+
+def world_tail(rig: bpy.types.Object, bone: str) -> np.ndarray:
+    """The bone's tail in world space, measured from Blender's evaluated pose (not our arrays)."""
+    deps = bpy.context.evaluated_depsgraph_get()
+    ev = rig.evaluated_get(deps)
+    pb = ev.pose.bones[bone]
+    return np.array(ev.matrix_world @ pb.tail)
+
+
+def world_head(rig: bpy.types.Object, bone: str) -> np.ndarray:
+    deps = bpy.context.evaluated_depsgraph_get()
+    ev = rig.evaluated_get(deps)
+    return np.array(ev.matrix_world @ ev.pose.bones[bone].head)
+
+
+def pose_snapshot(rig: bpy.types.Object) -> bytes:
+    """Every pose channel of every bone, as raw bytes (for 'byte-identical' checks)."""
+    out = b""
+    pbs = rig.pose.bones
+    for attr, width in (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4),
+                        ("location", 3), ("scale", 3)):
+        buf = np.empty(len(pbs) * width, dtype=np.float32)
+        pbs.foreach_get(attr, buf)
+        out += buf.tobytes()
+    return out
+
+
+def world_matrix(m: Matrix) -> np.ndarray:
+    return np.array(m)

@@ -1,0 +1,256 @@
+"""Chains and trees built in code for the solver tests, plus independent checks of solver results.
+
+Poses are built by forward kinematics from random joint rotations, so every "reachable" target here is
+reached by some pose of the rig. The checks recompute what they verify (segment lengths, the tip by
+forward kinematics from the returned frames and offsets) instead of trusting the solver's own numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from solvers.limits import JointLimits
+from solvers.rotations import axis_angle_matrix
+from solvers.types import ChainProblem, SolveResult, TreeProblem
+
+F64 = npt.NDArray[np.float64]
+
+
+def random_rotations(rng: np.random.Generator, shape: tuple[int, ...], max_angle: float = np.pi) -> F64:
+    """Random rotations ``shape + (3, 3)``: uniform axes, angles uniform in [0, max_angle]."""
+    axis = rng.normal(size=(*shape, 3))
+    axis /= np.linalg.norm(axis, axis=-1, keepdims=True)
+    angle = rng.uniform(0.0, max_angle, size=shape)
+    return axis_angle_matrix(axis, angle)
+
+
+def forward_kinematics(root: F64, base: F64, ref_local: F64, local: F64, offsets: F64) -> tuple[F64, F64]:
+    """Positions ``(K, N+1, 3)`` and frames ``(K, N, 3, 3)`` with ``frame_i = parent @ ref_local_i @ local_i``."""
+    k, n = offsets.shape[:2]
+    positions = np.empty((k, n + 1, 3))
+    frames = np.empty((k, n, 3, 3))
+    positions[:, 0] = root
+    parent = base
+    for i in range(n):
+        parent = parent @ ref_local[:, i] @ local[:, i]
+        frames[:, i] = parent
+        positions[:, i + 1] = positions[:, i] + np.einsum("kij,kj->ki", parent, offsets[:, i])
+    return positions, frames
+
+
+@dataclass
+class Rig:
+    """K chains of N bones: rest data and a current pose."""
+
+    root: F64
+    base: F64
+    ref_local: F64
+    offsets: F64
+    positions: F64
+    frames: F64
+
+    def problem(self, targets: F64, **kwargs: Any) -> ChainProblem:
+        return ChainProblem(
+            positions=self.positions,
+            frames=self.frames,
+            offsets=self.offsets,
+            ref_local=self.ref_local,
+            base=self.base,
+            targets=targets,
+            **kwargs,
+        )
+
+    def pose(self, local: F64) -> tuple[F64, F64]:
+        return forward_kinematics(self.root, self.base, self.ref_local, local, self.offsets)
+
+    @property
+    def lengths(self) -> F64:
+        return np.asarray(np.linalg.norm(self.offsets, axis=-1), dtype=np.float64)
+
+
+def make_rig(
+    rng: np.random.Generator,
+    k: int,
+    n: int,
+    connected: bool = True,
+    bend: float = 0.6,
+    rest_bend: float = 0.3,
+) -> Rig:
+    """Random chains: lengths in [0.2, 1.2], random base, rest slightly bent, current pose bent by ``bend``."""
+    lengths = rng.uniform(0.2, 1.2, size=(k, n))
+    if connected:
+        offsets = np.zeros((k, n, 3))
+        offsets[..., 1] = lengths
+    else:
+        direction = rng.normal(size=(k, n, 3))
+        direction[..., 1] += 1.5  # mostly along Y, like real disconnected bones
+        offsets = direction / np.linalg.norm(direction, axis=-1, keepdims=True) * lengths[..., None]
+    base = random_rotations(rng, (k,))
+    ref_local = random_rotations(rng, (k, n), rest_bend)
+    root = rng.uniform(-2.0, 2.0, size=(k, 3))
+    local = random_rotations(rng, (k, n), bend)
+    positions, frames = forward_kinematics(root, base, ref_local, local, offsets)
+    return Rig(root, base, ref_local, offsets, positions, frames)
+
+
+def reachable_targets(rng: np.random.Generator, rig: Rig, max_angle: float = np.pi) -> F64:
+    """Tips of random poses of the rig: always reachable."""
+    local = random_rotations(rng, rig.offsets.shape[:2], max_angle)
+    positions, _ = rig.pose(local)
+    return positions[:, -1].copy()
+
+
+def check_result(problem: ChainProblem, result: SolveResult, length_rtol: float = 1e-9) -> None:
+    """Invariants every chain result must satisfy, checked independently of the solver."""
+    k, n = problem.n_chains, problem.n_bones
+    assert result.positions.shape == (k, n + 1, 3), f"positions shape {result.positions.shape}"
+    assert result.frames.shape == (k, n, 3, 3), f"frames shape {result.frames.shape}"
+    assert np.isfinite(result.positions).all(), "positions must be finite"
+    assert np.isfinite(result.frames).all(), "frames must be finite"
+    # Frames are rotations: orthonormal and right-handed.
+    gram = np.einsum("...ji,...jl->...il", result.frames, result.frames)
+    ortho = np.abs(gram - np.eye(3)).max()
+    assert ortho < 1e-9, f"frames must be orthonormal; worst error {ortho:.3g}"
+    det = np.linalg.det(result.frames)
+    assert np.abs(det - 1).max() < 1e-9, f"frames must be right-handed (det +1); got {det.min():.6g}"
+    # Root never moves.
+    assert np.array_equal(result.positions[:, 0], problem.positions[:, 0]), "the root moved"
+    # Segment lengths preserved.
+    seg = np.linalg.norm(np.diff(result.positions, axis=1), axis=-1)
+    lengths = np.linalg.norm(problem.offsets, axis=-1)
+    worst = np.abs(seg / lengths - 1).max()
+    assert worst <= length_rtol, f"segment lengths must be preserved; worst relative error {worst:.3g}"
+    # positions[i+1] == positions[i] + frames[i] @ offsets[i], by forward kinematics from the frames.
+    fk = result.positions[:, :1] + np.cumsum(np.einsum("knij,knj->kni", result.frames, problem.offsets), axis=1)
+    err = np.abs(fk - result.positions[:, 1:]).max()
+    assert err < 1e-9 * max(1.0, float(lengths.sum(axis=1).max())), (
+        f"joints must follow from frames and offsets (forward kinematics); worst error {err:.3g}"
+    )
+    tip_err = np.linalg.norm(fk[:, -1] - problem.targets, axis=-1)
+    assert np.allclose(tip_err, result.residual, rtol=1e-9, atol=1e-12), "residual must be |tip - target|"
+    assert np.array_equal(result.reached, result.residual <= problem.tolerance), "reached == residual <= tol"
+
+
+def same_result(a: SolveResult, b: SolveResult) -> bool:
+    """Bit-identical results."""
+    return all(
+        np.array_equal(getattr(a, f), getattr(b, f))
+        for f in ("positions", "frames", "iterations", "residual", "reached", "status")
+    )
+
+
+def limits_from(cone: F64 | None, twist: F64 | None, k: int, n: int) -> JointLimits:
+    """JointLimits with the same cone ``[up, down, left, right]`` / twist range on every bone."""
+    return JointLimits(
+        cone=np.broadcast_to(np.zeros(4) if cone is None else cone, (k, n, 4)).copy(),
+        use_cone=np.full((k, n), cone is not None),
+        twist=np.broadcast_to(np.zeros(2) if twist is None else twist, (k, n, 2)).copy(),
+        use_twist=np.full((k, n), twist is not None),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Trees
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TreeRig:
+    parents: npt.NDArray[np.int64]
+    head_offsets: F64
+    tail_offsets: F64
+    ref_local: F64
+    base: F64
+    root: F64
+    heads: F64
+    frames: F64
+    effectors: npt.NDArray[np.int64]
+
+    def pose(self, local: F64) -> tuple[F64, F64, F64]:
+        """Heads, frames and tails of the pose with local rotations ``local`` (B, 3, 3)."""
+        b = self.parents.shape[0]
+        heads = np.empty((b, 3))
+        frames = np.empty((b, 3, 3))
+        for i in range(b):
+            p = self.parents[i]
+            if p < 0:
+                frames[i] = self.base @ self.ref_local[i] @ local[i]
+                heads[i] = self.root
+            else:
+                frames[i] = frames[p] @ self.ref_local[i] @ local[i]
+                heads[i] = heads[p] + frames[p] @ self.head_offsets[i]
+        tails = heads + np.einsum("bij,bj->bi", frames, self.tail_offsets)
+        return heads, frames, tails
+
+    def problem(self, targets: F64, **kwargs: Any) -> TreeProblem:
+        return TreeProblem(
+            parents=self.parents,
+            heads=self.heads,
+            frames=self.frames,
+            head_offsets=self.head_offsets,
+            tail_offsets=self.tail_offsets,
+            ref_local=self.ref_local,
+            base=self.base,
+            effectors=self.effectors,
+            targets=targets,
+            **kwargs,
+        )
+
+
+def make_tree(
+    rng: np.random.Generator,
+    parents: list[int],
+    effectors: list[int],
+    offset_children: dict[int, list[F64]] | None = None,
+    bend: float = 0.4,
+) -> TreeRig:
+    """A tree from a parent list. Children are connected (head at the parent's tail) unless
+    ``offset_children[parent]`` gives their head offsets in order."""
+    b = len(parents)
+    lengths = rng.uniform(0.3, 1.0, size=b)
+    tail_offsets = np.zeros((b, 3))
+    tail_offsets[:, 1] = lengths
+    head_offsets = np.zeros((b, 3))
+    counters: dict[int, int] = {}
+    for i, p in enumerate(parents):
+        if p < 0:
+            continue
+        if offset_children and p in offset_children:
+            j = counters.get(p, 0)
+            counters[p] = j + 1
+            head_offsets[i] = offset_children[p][j]
+        else:
+            head_offsets[i] = tail_offsets[p]
+    ref_local = random_rotations(rng, (b,), 0.5)
+    base = random_rotations(rng, ())
+    root = rng.uniform(-1, 1, size=3)
+    rig = TreeRig(
+        parents=np.array(parents, dtype=np.int64),
+        head_offsets=head_offsets,
+        tail_offsets=tail_offsets,
+        ref_local=ref_local,
+        base=base,
+        root=root,
+        heads=np.zeros((b, 3)),
+        frames=np.zeros((b, 3, 3)),
+        effectors=np.array(effectors, dtype=np.int64),
+    )
+    heads, frames, _ = rig.pose(random_rotations(rng, (b,), bend))
+    rig.heads = heads
+    rig.frames = frames
+    return rig
+
+
+def comfortable(rig: Rig, targets: F64, margin: float = 0.03) -> npt.NDArray[np.bool_]:
+    """Targets reachable with a margin: not within ``margin`` (of the chain length) of full extension or
+    of the closest approach. FABRIK and CCD converge arbitrarily slowly at those boundaries, so tests
+    that demand a tolerance within an iteration cap use these."""
+    lengths = rig.lengths
+    total = lengths.sum(axis=1)
+    closest = np.maximum(0.0, 2 * lengths.max(axis=1) - total)
+    d = np.linalg.norm(targets - rig.root, axis=1)
+    return np.asarray((d < total * (1 - margin)) & (d > closest + margin * total))

@@ -1,0 +1,297 @@
+"""Properties every chain solver (FABRIK, CCD, two-bone) must have, checked independently.
+
+Each test builds random rigs from a hypothesis-drawn seed (derandomized, so runs are repeatable), solves,
+and checks the result by forward kinematics from the returned frames and offsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from solver_fixtures import (
+    Rig,
+    check_result,
+    comfortable,
+    limits_from,
+    make_rig,
+    random_rotations,
+    reachable_targets,
+    same_result,
+)
+
+from solvers import (
+    CONVERGED,
+    STATUS_NAMES,
+    UNREACHABLE,
+    ChainProblem,
+    SolveResult,
+    solve_ccd,
+    solve_fabrik,
+    solve_two_bone,
+)
+from solvers.limits import limit_violation
+
+Solver = Callable[[ChainProblem], SolveResult]
+SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
+ITERATIVE: dict[str, Solver] = {"fabrik": solve_fabrik, "ccd": solve_ccd}
+ALL: dict[str, Solver] = {**ITERATIVE, "two_bone": solve_two_bone}
+MODES = ("KEEP", "REST", "NATURAL")
+
+
+def bones_for(name: str, rng: np.random.Generator) -> int:
+    return 2 if name == "two_bone" else int(rng.integers(1, 9))
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+@settings(derandomize=True, max_examples=25, deadline=None)
+@given(seed=SEEDS, connected=st.booleans(), mode=st.sampled_from(MODES))
+def test_reachable_targets_are_reached(name: str, seed: int, connected: bool, mode: str) -> None:
+    rng = np.random.default_rng(seed)
+    solver = ALL[name]
+    rig = make_rig(rng, 12, bones_for(name, rng), connected=connected)
+    targets = reachable_targets(rng, rig)
+    tol = 1e-9 if name == "two_bone" else 1e-5
+    problem = rig.problem(targets, tolerance=tol, max_iterations=1000, roll_mode=mode)
+    result = solver(problem)
+    check_result(problem, result)
+    # FABRIK and CCD converge arbitrarily slowly next to full extension or full fold; within a cap they
+    # are only held to targets with a margin. Two-bone is exact everywhere.
+    must = comfortable(rig, targets) if name != "two_bone" else np.ones(len(targets), dtype=bool)
+    missed = ~result.reached & must
+    names = [STATUS_NAMES[s] for s in result.status[missed]]
+    assert not missed.any(), f"{name}: reachable targets missed by {result.residual[missed]} ({names})"
+    assert (result.status[result.reached] == CONVERGED).all(), "reached chains report CONVERGED"
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+@settings(derandomize=True, max_examples=20, deadline=None)
+@given(seed=SEEDS, connected=st.booleans())
+def test_unreachable_targets_give_a_straight_chain(name: str, seed: int, connected: bool) -> None:
+    rng = np.random.default_rng(seed)
+    rig = make_rig(rng, 8, bones_for(name, rng), connected=connected)
+    direction = rng.normal(size=(8, 3))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    reach = rig.lengths.sum(axis=1)
+    targets = rig.root + direction * (reach * rng.uniform(1.01, 3.0, 8))[:, None]
+    problem = rig.problem(targets)
+    result = ALL[name](problem)
+    check_result(problem, result)
+    assert not result.reached.any(), "out-of-reach targets cannot be reached"
+    assert (result.status == UNREACHABLE).all(), "out-of-reach targets are UNREACHABLE"
+    cumulative = np.concatenate([np.zeros((8, 1)), np.cumsum(rig.lengths, axis=1)], axis=1)
+    expected = rig.root[:, None] + cumulative[..., None] * direction[:, None]
+    err = np.abs(result.positions - expected).max()
+    assert err < 1e-9, f"the chain must lie straight from the root toward the target (error {err:.3g})"
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+@settings(derandomize=True, max_examples=10, deadline=None)
+@given(seed=SEEDS, mode=st.sampled_from(MODES))
+def test_same_input_gives_bit_identical_output(name: str, seed: int, mode: str) -> None:
+    rng = np.random.default_rng(seed)
+    rig = make_rig(rng, 10, bones_for(name, rng))
+    targets = reachable_targets(rng, rig)
+    targets[:3] = rig.root[:3] + 10.0  # some unreachable
+    poles = np.where(rng.uniform(size=(10, 1)) < 0.5, rng.normal(size=(10, 3)), np.nan)
+    problem = rig.problem(targets, poles=poles, roll_mode=mode)
+    first, second = ALL[name](problem), ALL[name](problem)
+    assert same_result(first, second), "solving the same problem twice must give bit-identical results"
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_target_on_root_returns_current_pose(name: str) -> None:
+    rng = np.random.default_rng(3)
+    rig = make_rig(rng, 4, 2)
+    problem = rig.problem(rig.root.copy())
+    result = ALL[name](problem)
+    assert np.array_equal(result.positions, problem.positions), "the current pose must be returned"
+    assert np.array_equal(result.frames, problem.frames), "the current frames must be returned"
+    assert not result.reached.any(), "a target on the root is reported as not reached"
+    assert (result.status == UNREACHABLE).all(), "a target on the root is UNREACHABLE"
+
+
+@pytest.mark.parametrize("name", sorted(ITERATIVE))
+def test_batch_equals_chains_solved_alone(name: str) -> None:
+    # Per-chain early exit: a chain in a batch gets the same iterations and pose as on its own.
+    rng = np.random.default_rng(11)
+    rig = make_rig(rng, 16, 6)
+    targets = reachable_targets(rng, rig)
+    problem = rig.problem(targets, tolerance=1e-6, max_iterations=500)
+    batched = ITERATIVE[name](problem)
+    for k in range(16):
+        alone = ITERATIVE[name](rig_subset(rig, k).problem(targets[k : k + 1], tolerance=1e-6, max_iterations=500))
+        assert alone.iterations[0] == batched.iterations[k], f"chain {k}: iterations differ in a batch"
+        assert np.allclose(alone.positions[0], batched.positions[k], atol=1e-12), f"chain {k}: pose differs"
+    assert len(set(batched.iterations.tolist())) > 1, "chains should need different iteration counts"
+
+
+def rig_subset(rig: Rig, k: int) -> Rig:
+    s = slice(k, k + 1)
+    return Rig(rig.root[s], rig.base[s], rig.ref_local[s], rig.offsets[s], rig.positions[s], rig.frames[s])
+
+
+@pytest.mark.parametrize("name", sorted(ITERATIVE))
+def test_warm_start_at_the_solution_does_not_iterate(name: str) -> None:
+    rng = np.random.default_rng(5)
+    rig = make_rig(rng, 6, 5)
+    problem = rig.problem(rig.positions[:, -1].copy(), tolerance=1e-6)
+    result = ITERATIVE[name](problem)
+    assert (result.iterations == 0).all(), "no iteration is needed when the tip is on the target"
+    assert np.allclose(result.positions, rig.positions, atol=1e-12), "the pose must not change"
+    assert np.allclose(result.frames, rig.frames, atol=1e-12), "KEEP keeps the frames of an unchanged pose"
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+@pytest.mark.parametrize("mode", MODES)
+def test_straight_chain_toward_a_nearer_target_bends(name: str, mode: str) -> None:
+    # A straight chain on the line to a nearer target: FABRIK and CCD cannot leave the line by
+    # themselves, two-bone has no current bend plane. All must still reach it, without NaN.
+    k, n = 3, 2 if name == "two_bone" else 4
+    offsets = np.zeros((k, n, 3))
+    offsets[..., 1] = 1.0
+    eye = np.broadcast_to(np.eye(3), (k, n, 3, 3)).copy()
+    positions = np.zeros((k, n + 1, 3))
+    positions[..., 1] = np.arange(n + 1)
+    targets = np.array([[0.0, n * 0.5, 0.0], [0.0, n * 0.99, 0.0], [0.0, -n * 0.5, 0.0]])
+    problem = ChainProblem(
+        positions, eye, offsets, eye, np.broadcast_to(np.eye(3), (k, 3, 3)).copy(), targets,
+        tolerance=1e-6, max_iterations=500, roll_mode=mode,
+    )
+    result = ALL[name](problem)
+    check_result(problem, result)
+    assert result.reached.all(), f"straight chains must reach nearer targets; residual {result.residual}"
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+@settings(derandomize=True, max_examples=15, deadline=None)
+@given(seed=SEEDS)
+def test_pole_sets_the_bend_side(name: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    rig = make_rig(rng, 10, 2)
+    targets = reachable_targets(rng, rig, max_angle=2.0)
+    poles = rig.root + rng.normal(size=(10, 3)) * 2.0
+    problem = rig.problem(targets, poles=poles, tolerance=1e-7, max_iterations=500)
+    result = ALL[name](problem)
+    check_result(problem, result)
+    ok = result.reached
+    if name != "two_bone":
+        assert ok[comfortable(rig, targets)].all(), f"{name}: targets with a margin must be reached"
+    chord = targets - rig.root
+    chord /= np.linalg.norm(chord, axis=1, keepdims=True)
+
+    def side(v: np.ndarray) -> np.ndarray:
+        return np.asarray(v - np.einsum("ki,ki->k", v, chord)[:, None] * chord)
+
+    elbow = side(result.positions[:, 1] - rig.root)
+    pole = side(poles - rig.root)
+    # The elbow lies in the plane of root, target and pole, on the pole's side.
+    normal = np.cross(chord, pole / np.linalg.norm(pole, axis=1, keepdims=True))
+    off_plane = np.abs(np.einsum("ki,ki->k", elbow, normal))[ok]
+    assert (off_plane < 1e-5).all(), f"{name}: elbow out of the pole plane by {off_plane.max():.3g}"
+    bent = np.linalg.norm(elbow, axis=1) > 1e-6
+    toward = np.einsum("ki,ki->k", elbow, pole)[ok & bent]
+    assert (toward > 0).all(), f"{name}: the chain must bend toward the pole"
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+@settings(derandomize=True, max_examples=10, deadline=None)
+@given(seed=SEEDS)
+def test_limits_are_respected(name: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 2 if name == "two_bone" else 4
+    rig = make_rig(rng, 8, n, bend=0.2, rest_bend=0.2)
+    cone = np.array([0.5, 0.3, 0.4, 0.6])
+    limits = limits_from(cone, np.array([-0.3, 0.3]), 8, n)
+    # Start inside the limits: the warm start itself is the rest pose.
+    positions, frames = rig.pose(np.broadcast_to(np.eye(3), (8, n, 3, 3)))
+    rig.positions, rig.frames = positions, frames
+    targets = reachable_targets(rng, rig, max_angle=2.5)
+    problem = rig.problem(targets, limits=limits, tolerance=1e-5, max_iterations=300, roll_mode="REST")
+    result = ALL[name](problem)
+    check_result(problem, result)
+    parents = np.concatenate([problem.base[:, None], result.frames[:, :-1]], axis=1)
+    ref = np.einsum("knij,knjl->knil", parents, problem.ref_local)
+    cone_v, twist_v = limit_violation(
+        ref.reshape(-1, 3, 3), result.frames.reshape(-1, 3, 3), limits.cone.reshape(-1, 4),
+        limits.use_cone.reshape(-1), limits.twist.reshape(-1, 2), limits.use_twist.reshape(-1),
+    )
+    assert cone_v.max() < 1e-9, f"{name}: cone limits violated by {cone_v.max():.3g} rad"
+    assert twist_v.max() < 1e-9, f"{name}: twist limits violated by {twist_v.max():.3g} rad"
+    assert np.array_equal(result.reached, result.residual <= problem.tolerance)
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_limit_that_blocks_the_target_reports_not_reached(name: str) -> None:
+    rng = np.random.default_rng(2)
+    n = 2 if name == "two_bone" else 3
+    rig = make_rig(rng, 4, n, bend=0.0)
+    rig.positions, rig.frames = rig.pose(np.broadcast_to(np.eye(3), (4, n, 3, 3)))
+    # No swing at all: the chain is frozen in its rest shape, so a target off it is unreachable.
+    limits = limits_from(np.zeros(4), None, 4, n)
+    targets = reachable_targets(rng, rig, max_angle=1.5)
+    problem = rig.problem(targets, limits=limits, tolerance=1e-6, roll_mode="REST")
+    result = ALL[name](problem)
+    check_result(problem, result)
+    assert not result.reached.any(), "a limit that blocks the target must give reached=False"
+    assert (result.status != CONVERGED).all(), "status must say the target was not reached"
+    assert np.allclose(result.positions, rig.positions, atol=1e-9), "frozen chains keep their rest shape"
+
+
+def test_two_bone_and_fabrik_agree() -> None:
+    rng = np.random.default_rng(7)
+    rig = make_rig(rng, 40, 2, connected=False)
+    targets = reachable_targets(rng, rig, max_angle=2.5)
+    poles = rig.root + rng.normal(size=(40, 3)) * 2
+    analytic = solve_two_bone(rig.problem(targets, poles=poles, tolerance=1e-9))
+    iterative = solve_fabrik(rig.problem(targets, poles=poles, tolerance=1e-9, max_iterations=5000))
+    both = analytic.reached & iterative.reached
+    assert both.mean() > 0.8, "most targets should be reached by both"
+    tip = np.abs(analytic.positions[both, -1] - iterative.positions[both, -1]).max()
+    assert tip < 2e-9, f"tips must agree ({tip:.3g})"
+    elbow = np.abs(analytic.positions[both, 1] - iterative.positions[both, 1]).max()
+    assert elbow < 1e-4, f"with a pole the elbows (bend planes) must agree ({elbow:.3g})"
+
+
+def test_ccd_max_angle_limits_each_step() -> None:
+    rng = np.random.default_rng(1)
+    rig = make_rig(rng, 10, 5)
+    targets = reachable_targets(rng, rig)
+    problem = rig.problem(targets, max_iterations=1)
+    free = solve_ccd(problem)
+    damped = solve_ccd(problem, max_angle=0.05)
+    rel = np.einsum("knji,knjl->knil", rig.frames, damped.frames)
+    # One iteration turns bone i by at most (i+1) steps of max_angle (its own and its ancestors').
+    angle = np.arccos(np.clip((np.trace(rel, axis1=2, axis2=3) - 1) / 2, -1, 1))
+    assert (angle <= 0.05 * np.arange(1, 6) + 1e-6).all(), "max_angle must cap each joint's step"
+    assert not same_result(free, damped)
+    with pytest.raises(ValueError, match="max_angle"):
+        solve_ccd(problem, max_angle=-1.0)
+
+
+def test_fabrik_and_ccd_reuse_problem_with_new_targets() -> None:
+    rng = np.random.default_rng(9)
+    rig = make_rig(rng, 5, 3)
+    problem = rig.problem(reachable_targets(rng, rig))
+    again = replace(problem, targets=reachable_targets(rng, rig))
+    assert solve_fabrik(again).reached.all()
+    assert not problem.positions.flags.writeable, "problem arrays are read-only"
+
+
+def test_empty_batch() -> None:
+    rng = np.random.default_rng(0)
+    rig = make_rig(rng, 1, 2)
+    empty = ChainProblem(
+        rig.positions[:0], rig.frames[:0], rig.offsets[:0], rig.ref_local[:0], rig.base[:0], np.zeros((0, 3))
+    )
+    for solver in ALL.values():
+        assert solver(empty).positions.shape == (0, 3, 3)
+
+
+def test_random_rotations_fixture_is_a_rotation() -> None:
+    r = random_rotations(np.random.default_rng(0), (5,))
+    assert np.allclose(np.einsum("kji,kjl->kil", r, r), np.eye(3))

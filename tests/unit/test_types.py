@@ -1,0 +1,128 @@
+"""Input validation: bad input raises ValueError naming the field, the index and the bone/chain."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from solver_fixtures import make_rig, make_tree
+
+from solvers import STATUS_NAMES, ChainProblem, JointLimits
+from solvers.types import CAP, CONVERGED, STALLED, UNREACHABLE
+
+
+def problem(k: int = 4, n: int = 3) -> ChainProblem:
+    rig = make_rig(np.random.default_rng(0), k, n)
+    return rig.problem(rig.positions[:, -1].copy())
+
+
+def test_status_names() -> None:
+    assert STATUS_NAMES[CONVERGED] == "CONVERGED" and STATUS_NAMES[CAP] == "CAP"
+    assert STATUS_NAMES[STALLED] == "STALLED" and STATUS_NAMES[UNREACHABLE] == "UNREACHABLE"
+
+
+def test_zero_length_offset_names_bone_and_chain() -> None:
+    p = problem()
+    offsets = p.offsets.copy()
+    offsets[3, 1] = 0.0
+    with pytest.raises(ValueError, match=re.escape("offsets[3, 1] has zero length: bone 1 of chain 3")):
+        replace(p, offsets=offsets)
+
+
+@pytest.mark.parametrize(
+    ("field", "index", "words"),
+    [
+        ("positions", (2, 1, 0), "joint 1 of chain 2"),
+        ("frames", (1, 2, 0, 0), "bone 2 of chain 1"),
+        ("targets", (3, 2), "chain 3"),
+        ("base", (0, 1, 1), "chain 0"),
+    ],
+)
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_values_are_named(field: str, index: tuple[int, ...], words: str, bad: float) -> None:
+    p = problem()
+    arr = np.array(getattr(p, field))
+    arr[index] = bad
+    where = ", ".join(map(str, index))
+    with pytest.raises(ValueError, match=re.escape(f"{field}[{where}] is {bad}: {words}")):
+        replace(p, **{field: arr})
+
+
+def test_wrong_shapes() -> None:
+    p = problem()
+    with pytest.raises(ValueError, match=re.escape("positions has shape (4, 3, 3); expected (K, N+1, 3)")):
+        replace(p, positions=p.positions[:, :3])
+    with pytest.raises(ValueError, match="targets has shape"):
+        replace(p, targets=p.targets[:2])
+    with pytest.raises(ValueError, match="offsets has shape"):
+        replace(p, offsets=np.zeros((4, 0, 3)))
+    with pytest.raises(ValueError, match="limits.cone has shape"):
+        replace(p, limits=JointLimits.none(4, 2))
+
+
+def test_frames_must_be_rotations() -> None:
+    p = problem()
+    frames = p.frames.copy()
+    frames[1, 0] *= 2.0
+    with pytest.raises(ValueError, match=re.escape("frames[1, 0] is not a rotation")):
+        replace(p, frames=frames)
+    frames = p.frames.copy()
+    frames[0, 2, :, 0] *= -1  # mirrored: det -1
+    with pytest.raises(ValueError, match="bone 2 of chain 0"):
+        replace(p, frames=frames)
+
+
+def test_settings_and_poles() -> None:
+    p = problem()
+    with pytest.raises(ValueError, match="roll_mode 'SPIN' is not one of 'KEEP', 'REST', 'NATURAL'"):
+        replace(p, roll_mode="SPIN")
+    with pytest.raises(ValueError, match="tolerance"):
+        replace(p, tolerance=0.0)
+    with pytest.raises(ValueError, match="max_iterations"):
+        replace(p, max_iterations=-1)
+    poles = np.full((4, 3), np.nan)
+    poles[2, 0] = 1.0
+    with pytest.raises(ValueError, match=re.escape("poles[2]")):
+        replace(p, poles=poles)
+    ok = replace(p, poles=np.full((4, 3), np.nan))
+    assert ok.poles is not None and np.isnan(ok.poles).all(), "all-NaN rows mean no pole"
+
+
+def test_arrays_are_read_only_float64_copies() -> None:
+    p = problem()
+    positions = np.array(p.positions)
+    q = replace(p, positions=positions)
+    positions[0, 0, 0] = 99.0
+    assert q.positions[0, 0, 0] != 99.0, "the problem must not alias the caller's array"
+    assert q.positions.dtype == np.float64 and not q.positions.flags.writeable
+
+
+def test_float32_frames_are_accepted() -> None:
+    p = problem()
+    q = replace(p, frames=p.frames.astype(np.float32))
+    err = np.abs(np.einsum("knji,knjl->knil", q.frames, q.frames) - np.eye(3)).max()
+    assert err < 1e-14, "frames are re-orthonormalized to float64 accuracy"
+
+
+def test_tree_validation() -> None:
+    rng = np.random.default_rng(0)
+    rig = make_tree(rng, [-1, 0, 1, 1], [2, 3])
+    targets = np.zeros((2, 3))
+    with pytest.raises(ValueError, match="topological order"):
+        replace(rig.problem(targets), parents=np.array([-1, 2, 0, 1]))
+    with pytest.raises(ValueError, match="bone 0 must be the root"):
+        replace(rig.problem(targets), parents=np.array([0, 0, 1, 1]))
+    with pytest.raises(ValueError, match="lists a bone twice"):
+        replace(rig.problem(targets), effectors=np.array([2, 2]))
+    with pytest.raises(ValueError, match=re.escape("weights[1] is -1.0: effector 1")):
+        rig.problem(targets, weights=np.array([1.0, -1.0]))
+    heads = rig.heads.copy()
+    heads[2, 1] = np.nan
+    with pytest.raises(ValueError, match=re.escape("heads[2, 1] is nan: bone 2")):
+        replace(rig.problem(targets), heads=heads)
+    tails = rig.tail_offsets.copy()
+    tails[3] = 0.0
+    with pytest.raises(ValueError, match=re.escape("tail_offsets[3] has zero length: bone 3")):
+        replace(rig.problem(targets), tail_offsets=tails)
