@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from . import cli, solve
+from . import bake, cli, solve
 
 
 def register() -> None:
     solve.register()
+    bake.register()
     cli.register()
 
 
 def unregister() -> None:
     cli.unregister()
+    bake.unregister()
     solve.unregister()

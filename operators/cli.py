@@ -1,20 +1,259 @@
-"""`blender -b shot.blend -c reach_ik ...`: the headless command for pipelines and farms."""
+"""`blender -b shot.blend -c reach_ik ...`: the headless command for pipelines and render farms.
+
+    blender -b shot.blend -c reach_ik bake [--frames 1-250] [--step 1] [--rig NAME]... [--chains all|NAME,...]
+                                           [--start-from rest|current] (--output OUT.blend | --in-place)
+                                           [--report report.json]
+    blender -b shot.blend -c reach_ik check [--rig NAME]...
+    blender -c reach_ik --help
+
+Exit codes: 0 ok, 1 validation or bake failure, 2 usage. Outputs are written to a temporary file beside the
+target and renamed into place, so a killed job never leaves a half-written .blend or report. The input file
+is never overwritten unless --in-place is given. `main(argv)` is the same entry point, callable from Python.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import NoReturn
+
 import bpy
 
+from ..rig.bake import BakeError, BakeOptions, bake_rig
+from ..rig.props import rig_settings
+from ..rig.solve import check_inputs, prepare, read_inputs
+
+OK, FAILED, USAGE = 0, 1, 2
 _handle: object | None = None
 
 
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    # argparse would sys.exit() inside Blender's process; raise instead and map to exit code 2.
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.format_usage()}{self.prog}: error: {message}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="blender -b FILE.blend -c reach_ik", description=__doc__.split("\n\n")[0],
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+                epilog="Exit codes: 0 ok, 1 validation or bake failure, 2 usage.")
+    sub = p.add_subparsers(dest="command", metavar="{bake,check}")
+    bake = sub.add_parser("bake", help="bake the IK chains to keyframes and save the result")
+    bake.add_argument("--frames", help="frame range START-END or a single frame (default: the scene's range)")
+    bake.add_argument("--step", type=int, default=1, help="bake every Nth frame (the last is always baked)")
+    bake.add_argument("--rig", action="append", default=[], metavar="NAME",
+                      help="armature object to bake (repeatable; default: every armature with chains)")
+    bake.add_argument("--chains", default="all", help="'all' (every enabled chain) or comma-separated chain names")
+    bake.add_argument("--start-from", choices=("rest", "current"),
+                      help="override each rig's Start From: 'rest' gives bit-identical keys on re-runs")
+    bake.add_argument("--reduce", type=float, metavar="TOL", help="drop keys a straight line reproduces within TOL")
+    bake.add_argument("--keep-enabled", action="store_true", help="leave the baked chains enabled")
+    out = bake.add_mutually_exclusive_group(required=True)
+    out.add_argument("--output", type=Path, help="write the baked file here (never the input file)")
+    out.add_argument("--in-place", action="store_true", help="overwrite the input file with the baked result")
+    bake.add_argument("--report", type=Path, help="write a JSON report (per rig and chain) here")
+    check = sub.add_parser("check", help="validate every chain; exit 1 if any is invalid")
+    check.add_argument("--rig", action="append", default=[], metavar="NAME", help="armature object to check")
+    return p
+
+
+def _say(msg: str) -> None:
+    print(f"reach_ik: {msg}", flush=True)
+
+
+def _rigs(names: list[str]) -> list[bpy.types.Object]:
+    with_chains = [o for o in bpy.data.objects if o.type == "ARMATURE" and len(rig_settings(o).chains)]
+    if not names:
+        return with_chains
+    picked = []
+    for name in names:
+        obj = bpy.data.objects.get(name)
+        if obj is None or obj.type != "ARMATURE":
+            known = ", ".join(o.name for o in with_chains) or "none"
+            raise BakeError(f"rig '{name}' is not an armature in this file (armatures with chains: {known})")
+        picked.append(obj)
+    return picked
+
+
+def _frames(text: str | None) -> tuple[int, int]:
+    scene = bpy.context.scene
+    if not text:
+        return scene.frame_start, scene.frame_end
+    try:
+        if "-" in text.lstrip("-"):
+            head, tail = text.lstrip("-").split("-", 1)
+            start = int(("-" if text.startswith("-") else "") + head)
+            return start, int(tail)
+        return int(text), int(text)
+    except ValueError:
+        raise UsageError(f"--frames takes START-END or one frame number, not {text!r}") from None
+
+
+def _atomic_write(path: Path, write: object) -> None:
+    """Write via `write(tmp_path)` to a temp file in the same folder, then rename it over `path`."""
+    path = path.resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}{path.suffix}")
+    try:
+        write(tmp)  # type: ignore[operator]
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _save_blend(path: Path) -> None:
+    def write(tmp: Path) -> None:
+        # copy=True: the open file keeps its own path; no .blend1 backup appears since tmp is new.
+        bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, check_existing=False)
+
+    _atomic_write(path, write)
+
+
+def _write_report(path: Path, data: dict[str, object]) -> None:
+    def write(tmp: Path) -> None:
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+
+    _atomic_write(path, write)
+
+
+def _chain_indices(obj: bpy.types.Object, spec: str, seen: set[str]) -> set[int] | str:
+    if spec.strip().lower() == "all":
+        return "ALL"
+    wanted = {n.strip() for n in spec.split(",") if n.strip()}
+    chains = rig_settings(obj).chains
+    found = {i for i, ch in enumerate(chains) if ch.name in wanted}
+    seen.update(chains[i].name for i in found)
+    return found
+
+
+def cmd_bake(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    source = bpy.data.filepath
+    if args.in_place and not source:
+        raise UsageError("--in-place needs a saved .blend file to overwrite")
+    if args.output is not None and source and Path(args.output).resolve() == Path(source).resolve():
+        raise UsageError("--output is the input file: use --in-place to overwrite it on purpose")
+    start, end = _frames(args.frames)
+    report: dict[str, object] = {
+        "file": source, "blender": bpy.app.version_string, "frames": [start, end], "step": args.step,
+        "output": str(Path(args.output).resolve()) if args.output else source, "rigs": [], "errors": [],
+    }
+    errors: list[str] = report["errors"]  # type: ignore[assignment]
+    rig_reports: list[dict[str, object]] = report["rigs"]  # type: ignore[assignment]
+    try:
+        rigs = _rigs(args.rig)
+        if not rigs:
+            raise BakeError("no armature in this file has Reach IK chains: nothing to bake")
+        seen: set[str] = set()
+        jobs = []
+        for obj in rigs:
+            which = _chain_indices(obj, args.chains, seen)
+            if which == set():
+                continue
+            jobs.append((obj, which))
+        if args.chains.strip().lower() != "all":
+            missing = {n.strip() for n in args.chains.split(",") if n.strip()} - seen
+            if missing:
+                raise BakeError(f"no chain named {', '.join(sorted(missing))} on the chosen rigs")
+        for obj, which in jobs:
+            if args.start_from:
+                rig_settings(obj).start_from = args.start_from.upper()
+            opts = BakeOptions(
+                frame_start=start, frame_end=end, step=args.step, chains=which,
+                reduce=args.reduce is not None, reduce_tolerance=args.reduce or 0.0,
+                disable_after=not args.keep_enabled,
+            )
+            last = [-1.0]
+
+            def progress(fraction: float, message: str, name: str = obj.name, last: list[float] = last) -> None:
+                if fraction - last[0] >= 0.25 or fraction >= 0.9:
+                    last[0] = fraction
+                    _say(f"baking '{name}': {100 * fraction:3.0f}% {message}")
+
+            result = bake_rig(obj, opts, progress)
+            rig_reports.append(result.as_dict())
+            worst = max((c.max_residual for c in result.chains), default=0.0)
+            _say(
+                f"baked '{obj.name}': {len(result.chains)} chain(s), frames {start}-{end} step {args.step}, "
+                f"{result.keys_written} keys in {result.seconds:.3f} s, worst residual {worst:.3g}"
+            )
+        target = Path(args.output) if args.output else Path(source)
+        _save_blend(target)
+        _say(f"saved {target}")
+    except BakeError as exc:
+        errors.append(str(exc))
+        _say(f"error: {exc}")
+    report["ok"] = not errors
+    report["seconds"] = round(time.perf_counter() - started, 4)
+    if args.report:
+        _write_report(args.report, report)
+        _say(f"report {Path(args.report).resolve()}")
+    return FAILED if errors else OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    try:
+        rigs = _rigs(args.rig)
+    except BakeError as exc:
+        _say(f"error: {exc}")
+        return FAILED
+    if not rigs:
+        _say("no armature in this file has Reach IK chains")
+        return FAILED
+    invalid = 0
+    for obj in rigs:
+        report, sk, plan = prepare(obj)
+        if plan is not None and plan.groups:
+            broken = check_inputs(obj, plan, read_inputs(obj, plan))
+            if broken:
+                report.rig_error = broken
+        chains = rig_settings(obj).chains
+        for i, ch in enumerate(chains):
+            if not ch.enabled:
+                _say(f"skip    {obj.name} / {ch.name}: disabled")
+                continue
+            out = report.outcomes.get(i)
+            msg = report.rig_error or (out.message if out is not None and not out.valid else "")
+            if msg:
+                invalid += 1
+                _say(f"INVALID {obj.name} / {ch.name}: {msg}")
+            else:
+                _say(f"ok      {obj.name} / {ch.name}")
+    _say(f"{invalid} invalid chain(s)" if invalid else "every chain is valid")
+    return FAILED if invalid else OK
+
+
 def main(argv: list[str]) -> int:
-    print("reach_ik: no subcommands yet")
-    return 2
+    """The CLI command: parse `argv` (the words after `-c reach_ik`) and run; returns the exit code."""
+    parser = _parser()
+    try:
+        if not argv or argv[0] in ("-h", "--help", "help"):
+            parser.print_help()
+            return OK if argv else USAGE
+        args = parser.parse_args(argv)
+        if args.command == "bake":
+            return cmd_bake(args)
+        if args.command == "check":
+            return cmd_check(args)
+        raise UsageError(f"{parser.format_usage()}unknown command")
+    except UsageError as exc:
+        print(exc, file=sys.stderr, flush=True)
+        return USAGE
+    except SystemExit as exc:  # argparse's own --help inside a subcommand
+        return int(exc.code or 0) if isinstance(exc.code, int) else USAGE
 
 
 def register() -> None:
     global _handle
-    # The CLI command API exists from 4.2; registering it is harmless in the GUI.
     _handle = bpy.utils.register_cli_command("reach_ik", main)
 
 

@@ -29,6 +29,7 @@ class Skeleton:
     depth: I64  # (B,) 0 for roots
     rest: F64  # (B,4,4) bone rest matrices in armature space (Bone.matrix_local)
     rest_rel: F64  # (B,3,3) rest rotation relative to the parent's rest rotation (root: to the armature)
+    rest_rel4: F64  # (B,4,4) rest matrix relative to the parent's rest matrix (root: to the armature)
 
     def ancestors(self, b: int) -> list[int]:
         out = []
@@ -81,8 +82,10 @@ def skeleton(obj: bpy.types.Object) -> Skeleton:
     has_parent = parent >= 0
     rest_rel[has_parent] = np.transpose(rest3[parent[has_parent]], (0, 2, 1)) @ rest3[has_parent]
     rest_rel, _ = convert.rotation_parts(rest_rel)
+    rest_rel4 = rest.copy()
+    rest_rel4[has_parent] = np.linalg.inv(rest[parent[has_parent]]) @ rest[has_parent]
     sk = Skeleton(
-        names=names, index=index, parent=parent, depth=depth, rest=rest, rest_rel=rest_rel
+        names=names, index=index, parent=parent, depth=depth, rest=rest, rest_rel=rest_rel, rest_rel4=rest_rel4
     )
     _skeletons[key] = (names, fingerprint, sk)
     return sk
@@ -96,6 +99,19 @@ def pose_matrices(obj: bpy.types.Object) -> F64:
     """(B,4,4) current pose matrices in armature space (as last evaluated)."""
     pose_bones = obj.pose.bones
     return _matrices(pose_bones, "matrix", len(pose_bones))
+
+
+def basis_parts(obj: bpy.types.Object) -> tuple[F64, F64, F64]:
+    """(B,4,4) matrix_basis, (B,3) location and (B,3) scale channels of every pose bone."""
+    pose_bones = obj.pose.bones
+    n = len(pose_bones)
+    basis = _matrices(pose_bones, "matrix_basis", n)
+    out = []
+    for attr in ("location", "scale"):
+        buf = np.empty(n * 3, dtype=np.float32)
+        pose_bones.foreach_get(attr, buf)
+        out.append(buf.reshape(n, 3).astype(np.float64))
+    return basis, out[0], out[1]
 
 
 def pose_tails(obj: bpy.types.Object) -> F64:

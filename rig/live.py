@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import bpy
 import numpy as np
@@ -26,10 +28,23 @@ _fingerprints: dict[int, bytes] = {}  # session_uid -> inputs after the last sol
 _stats: dict[int, int] = {}  # session_uid -> number of solves (tests prove unchanged inputs cost nothing)
 _reported: dict[int, str] = {}  # session_uid -> last unexpected error printed (print each error once)
 _busy = False
+_suspended: set[int] = set()  # session_uid of armatures being baked: the bake solves them itself
 
 
 def mark_dirty(obj: bpy.types.Object) -> None:
     _dirty.add(obj.session_uid)
+
+
+@contextmanager
+def suspended(obj: bpy.types.Object) -> Iterator[None]:
+    """Keep live solving off `obj` (a bake steps through frames and solves them itself)."""
+    uid = obj.session_uid
+    _suspended.add(uid)
+    try:
+        yield
+    finally:
+        _suspended.discard(uid)
+        _fingerprints.pop(uid, None)
 
 
 def solve_count(obj: bpy.types.Object) -> int:
@@ -105,7 +120,7 @@ def _run(scene: bpy.types.Scene) -> None:
             if obj.type != "ARMATURE":
                 continue
             settings = rig_settings(obj)
-            if not settings.live or not len(settings.chains):
+            if not settings.live or not len(settings.chains) or obj.session_uid in _suspended:
                 continue
             try:
                 _solve_live(obj)
@@ -117,6 +132,7 @@ def _run(scene: bpy.types.Scene) -> None:
                     print(f"Reach IK: solving '{obj.name}' failed (other rigs go on):\n{text}")
     finally:
         _busy = False
+_suspended: set[int] = set()  # session_uid of armatures being baked: the bake solves them itself
 
 
 @persistent

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import bpy
 import numpy as np
@@ -72,6 +72,10 @@ class Inputs:
     world: F64  # (F,4,4) the armature's world matrix
     targets: dict[int, F64]  # chain index -> (F,4,4) world matrices
     poles: dict[int, F64]  # chain index -> (F,4,4) world matrices (chains with a pole only)
+    # Only for start_from='REST': (F,B,4,4) matrix_basis, (F,B,3) location and scale channels.
+    basis: F64 | None = None
+    location: F64 | None = None
+    scale: F64 | None = None
 
 
 def read_inputs(obj: bpy.types.Object, plan: Plan) -> Inputs:
@@ -84,16 +88,61 @@ def read_inputs(obj: bpy.types.Object, plan: Plan) -> Inputs:
             targets[c.index] = np.array(c.target.matrix_world, dtype=np.float64)[None]
             if c.pole is not None:
                 poles[c.index] = np.array(c.pole.matrix_world, dtype=np.float64)[None]
-    return Inputs(pose, np.array(obj.matrix_world, dtype=np.float64)[None], targets, poles)
+    inputs = Inputs(pose, np.array(obj.matrix_world, dtype=np.float64)[None], targets, poles)
+    if rig_settings(obj).start_from == "REST":
+        basis, loc, scale = armature.basis_parts(obj)
+        inputs.basis, inputs.location, inputs.scale = basis[None], loc[None], scale[None]
+    return inputs
 
 
 def stack_inputs(frames: Sequence[Inputs]) -> Inputs:
+    def cat(name: str) -> F64 | None:
+        parts = [getattr(f, name) for f in frames]
+        return None if parts[0] is None else np.concatenate(parts)
+
     return Inputs(
         pose=np.concatenate([f.pose for f in frames]),
         world=np.concatenate([f.world for f in frames]),
         targets={k: np.concatenate([f.targets[k] for f in frames]) for k in frames[0].targets},
         poles={k: np.concatenate([f.poles[k] for f in frames]) for k in frames[0].poles},
+        basis=cat("basis"), location=cat("location"), scale=cat("scale"),
     )
+
+
+def rest_start_pose(sk: armature.Skeleton, plan: Plan, inputs: Inputs) -> F64:
+    """The pose a REST-start solve begins from, independent of the chain bones' current rotations.
+
+    Chain bones get their rest orientation (keeping their location and scale channels) and everything
+    below them follows by forward kinematics from rest data and channels. Nothing here depends on how the
+    chain bones are rotated now, so re-baking over earlier baked keys gives bit-identical results.
+    """
+    assert inputs.basis is not None and inputs.location is not None and inputs.scale is not None
+    pose = inputs.pose.copy()
+    chain_bones = {b for g in plan.groups for b in g.bones}
+    affected = np.zeros(len(sk.names), dtype=bool)
+    for b in np.argsort(sk.depth, kind="stable"):
+        p = int(sk.parent[b])
+        affected[b] = int(b) in chain_bones or (p >= 0 and affected[p])
+    local = inputs.basis.copy()
+    chain_idx = np.array(sorted(chain_bones), dtype=np.int64)
+    # Chain bones: translation and scale from the channels, rotation dropped (rest orientation).
+    ts = np.zeros((inputs.pose.shape[0], len(chain_idx), 4, 4))
+    ts[:, :, 0, 0], ts[:, :, 1, 1], ts[:, :, 2, 2] = (inputs.scale[:, chain_idx, i] for i in range(3))
+    ts[:, :, :3, 3] = inputs.location[:, chain_idx]
+    ts[:, :, 3, 3] = 1.0
+    local[:, chain_idx] = ts
+    for d in range(int(sk.depth.max(initial=0)) + 1):
+        idx = np.flatnonzero(affected & (sk.depth == d))
+        if idx.size == 0:
+            continue
+        par = sk.parent[idx]
+        rel = sk.rest_rel4[idx][None] @ local[:, idx]
+        roots = par < 0
+        if roots.any():
+            pose[:, idx[roots]] = rel[:, roots]
+        if (~roots).any():
+            pose[:, idx[~roots]] = pose[:, par[~roots]] @ rel[:, ~roots]
+    return pose
 
 
 def check_inputs(obj: bpy.types.Object, plan: Plan, inputs: Inputs) -> str | None:
@@ -277,9 +326,31 @@ def _outcome(
     return ChainOutcome(True, message, float(iterations.mean()), residual, reached, status, residuals, iterations)
 
 
+# A tolerance no solve reaches: with it the iterative solvers run exactly to their iteration cap (or a stall).
+_EXHAUST = 1e-12
+
+
+def _solve_smooth(solve: Callable[[ChainProblem], SolveResult], problem: ChainProblem) -> SolveResult:
+    """Solve so the result varies smoothly across the rows (the baked frames) of one batch.
+
+    Redundant chains have many solutions; stopping each frame as soon as it is within tolerance lands on
+    different ones (2 iterations here, 3 there) and the baked keys jitter. Running every row for the same
+    number of iterations (the most any row needed) makes each result a continuous function of its target.
+    """
+    first = solve(problem)
+    most = int(first.iterations.max(initial=0))
+    if most == 0 or int(first.iterations.min(initial=0)) == most:
+        return first
+    again = replace(problem, tolerance=_EXHAUST, max_iterations=most)
+    second = solve(again)
+    # Report against the user's tolerance, as the first pass did.
+    reached = second.residual <= problem.tolerance
+    return replace(second, reached=reached)
+
+
 def _solve_batch(
     obj: bpy.types.Object, work: _Work, solver: str, chains: list[ChainPlan], inputs: Inputs, space: _Space,
-    report: RigReport,
+    report: RigReport, smooth: bool = False,
 ) -> None:
     settings = rig_settings(obj)
     f = work.matrices.shape[0]
@@ -309,7 +380,8 @@ def _solve_batch(
             tolerance=float(settings.tolerance) / float(space.scale.min()),
             max_iterations=int(settings.max_iterations), roll_mode=settings.roll_mode,
         )
-        result = SOLVERS[solver](problem)
+        solve = SOLVERS[solver]
+        result = _solve_smooth(solve, problem) if smooth and f > 1 and solver != "TWO_BONE" else solve(problem)
         flat = [b for row in rows for b in row]
         work.set_bones(
             flat, result.frames.reshape(f, k * n, 3, 3), result.positions[:, :-1].reshape(f, k * n, 3)
@@ -329,7 +401,8 @@ def _solve_batch(
 
 
 def _solve_tree(
-    obj: bpy.types.Object, work: _Work, group: Group, inputs: Inputs, space: _Space, report: RigReport
+    obj: bpy.types.Object, work: _Work, group: Group, inputs: Inputs, space: _Space, report: RigReport,
+    smooth: bool = False,
 ) -> None:
     settings = rig_settings(obj)
     sk = work.sk
@@ -349,6 +422,7 @@ def _solve_tree(
     all_tails = work.tails(bones)
     goals_all = np.stack([space.points(inputs.targets[c.index]) for c in group.chains], axis=1)
     base_all = work.parent_rot([bones[0]])[:, 0]
+    problems: list[TreeProblem] = []
     for fi in range(f_count):
         heads = work.heads()[fi, bones]
         frames = work.rot[fi, bones]
@@ -372,7 +446,14 @@ def _solve_tree(
             limits=limits, tolerance=float(settings.tolerance) / float(space.scale[fi]),
             max_iterations=int(settings.max_iterations), roll_mode=settings.roll_mode,
         )
-        result = tree.solve_tree(problem)
+        problems.append(problem)
+    results = [tree.solve_tree(p) for p in problems]
+    if smooth and f_count > 1:
+        # As for chains (see _solve_smooth): every frame runs the same number of iterations.
+        most = max(r.iterations for r in results)
+        if any(r.iterations != most for r in results):
+            results = [tree.solve_tree(replace(p, tolerance=_EXHAUST, max_iterations=most)) for p in problems]
+    for fi, result in enumerate(results):
         out_frames[fi], out_heads[fi] = result.frames, result.heads
         residuals[fi] = result.residual * space.scale[fi]
         iterations[fi] = result.iterations
@@ -397,7 +478,8 @@ def _guarded(report: RigReport, chains: list[ChainPlan], run: Callable[[], None]
 
 
 def _solve_levels(
-    obj: bpy.types.Object, work: _Work, plan: Plan, inputs: Inputs, space: _Space, report: RigReport
+    obj: bpy.types.Object, work: _Work, plan: Plan, inputs: Inputs, space: _Space, report: RigReport,
+    smooth: bool,
 ) -> None:
     levels = sorted({g.level for g in plan.groups})
     for li, lv in enumerate(levels):
@@ -408,14 +490,14 @@ def _solve_levels(
             if g.level != lv:
                 continue
             if g.is_tree:
-                _guarded(report, g.chains, lambda g=g: _solve_tree(obj, work, g, inputs, space, report))
+                _guarded(report, g.chains, lambda g=g: _solve_tree(obj, work, g, inputs, space, report, smooth))
                 continue
             c = g.chains[0]
             batches.setdefault((c.solver, len(c.bones), c.use_target_rotation), []).append(c)
         for (solver, _n, _rot), chains in batches.items():
             _guarded(
                 report, chains,
-                lambda s=solver, cs=chains: _solve_batch(obj, work, s, cs, inputs, space, report),
+                lambda s=solver, cs=chains: _solve_batch(obj, work, s, cs, inputs, space, report, smooth),
             )
 
 
@@ -450,13 +532,18 @@ def prepare(
 
 
 def solve_inputs(
-    obj: bpy.types.Object, sk: armature.Skeleton, plan: Plan, inputs: Inputs, report: RigReport
+    obj: bpy.types.Object, sk: armature.Skeleton, plan: Plan, inputs: Inputs, report: RigReport,
+    smooth: bool = False,
 ) -> Solved:
-    """Solve every planned group over the stacked frames of `inputs`; fill `report`; return basis rotations."""
+    """Solve every planned group over the stacked frames of `inputs`; fill `report`; return basis rotations.
+
+    `smooth` (for baking) makes results vary continuously from frame to frame (see `_solve_smooth`).
+    """
     lengths = np.array([obj.data.bones[name].length for name in sk.names]) if plan.groups else np.zeros(0)
-    rot, sc = convert.rotation_parts(inputs.pose[:, :, :3, :3])
-    work = _Work(sk=sk, original=inputs.pose, matrices=inputs.pose.copy(), rot=rot, scale=sc, lengths=lengths)
-    _solve_levels(obj, work, plan, inputs, _Space.of(inputs.world), report)
+    pose = rest_start_pose(sk, plan, inputs) if inputs.basis is not None else inputs.pose
+    rot, sc = convert.rotation_parts(pose[:, :, :3, :3])
+    work = _Work(sk=sk, original=pose, matrices=pose.copy(), rot=rot, scale=sc, lengths=lengths)
+    _solve_levels(obj, work, plan, inputs, _Space.of(inputs.world), report, smooth)
     for i, note in plan.notes.items():
         if i in report.outcomes and report.outcomes[i].valid and not report.outcomes[i].message:
             report.outcomes[i].message = note

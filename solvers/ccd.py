@@ -24,11 +24,11 @@ def make_ccd_step(max_angle: float | None = None) -> Step:
     def step(batch: ChainBatch) -> None:
         p = batch.positions
         frames = batch.frames
-        limited = batch.limits is not None
+        limited = batch.limits is not None and frames is not None
         for j in range(batch.n_bones - 1, -1, -1):
             head = p[:, j]
             rot = rotation_between(p[:, -1] - head, batch.targets - head, max_angle)
-            if limited:
+            if limited and frames is not None:
                 parent = batch.base if j == 0 else frames[:, j - 1]
                 ref = matmul(parent, batch.ref_local[:, j])
                 old = frames[:, j]

@@ -71,7 +71,10 @@ def fabrik_step(batch: ChainBatch) -> None:
 def fabrik_step_limited(batch: ChainBatch) -> None:
     """One FABRIK iteration whose forward pass is the shared sweep, applying roll mode and joint limits."""
     backward_pass(batch)
-    batch.positions[:], batch.frames[:] = forward_sweep(batch, batch.positions)
+    positions, frames = forward_sweep(batch, batch.positions)
+    batch.positions[:] = positions
+    assert batch.frames is not None, "the loop gives limited steps a batch with frames"
+    batch.frames[:] = frames
 
 
 def solve_fabrik(problem: ChainProblem) -> SolveResult:

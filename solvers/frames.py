@@ -10,7 +10,8 @@ being solved, which the shared loop shrinks (:meth:`ChainBatch.take`) as chains 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
@@ -72,50 +73,103 @@ class LimitTable:
 
 
 @dataclass(frozen=True)
-class ChainBatch:
-    """Per-chain arrays of the chains being solved (A of them), as the solvers use them.
+class ChainSource:
+    """Constant per-chain input of a solve, for all K chains (batches index into it lazily)."""
 
-    ``positions`` and ``frames`` are the working pose and are updated in place by the iteration steps;
-    everything else is constant input. ``idx`` maps each row back to its chain in the problem.
-    """
-
-    idx: I64
-    positions: F64
-    frames: F64
     keep_frames: F64
     offsets: F64
     directions: F64
-    lengths: F64
     ref_local: F64
     base: F64
-    root: F64
-    targets: F64
-    hints: F64
     limits: LimitTable | None
     roll_mode: str
 
+
+@dataclass(frozen=True)
+class ChainBatch:
+    """The chains being solved (A of them): working pose, small per-chain arrays, and the constant input.
+
+    ``positions`` (and ``frames`` when a solver tracks them) are the working pose, updated in place by
+    the iteration steps. ``idx`` maps each row to its chain in the problem. The large constant arrays
+    (``keep_frames``, ``ref_local``, ...) are indexed from :class:`ChainSource` only when first used, so
+    dropping finished chains (:meth:`take`) copies little: the FABRIK step never touches them.
+    """
+
+    idx: I64
+    full: bool  # idx is every chain of the source, in order (no indexing needed)
+    positions: F64
+    frames: F64 | None
+    lengths: F64
+    root: F64
+    targets: F64
+    hints: F64
+    source: ChainSource
+
     @staticmethod
     def from_problem(problem: ChainProblem) -> ChainBatch:
-        """Build the batch of all chains of ``problem`` (with working copies of the pose)."""
+        """Build the batch of all chains of ``problem`` (with a working copy of the positions)."""
         lengths = norms(problem.offsets)
         positions = problem.positions.copy()
-        batch = ChainBatch(
-            idx=np.arange(problem.n_chains, dtype=np.int64),
-            positions=positions,
-            frames=problem.frames.copy(),
+        source = ChainSource(
             keep_frames=problem.frames,
             offsets=problem.offsets,
             directions=problem.offsets / lengths[..., None],
-            lengths=lengths,
             ref_local=problem.ref_local,
             base=problem.base,
-            root=positions[:, 0].copy(),
-            targets=problem.targets,
-            hints=np.full((problem.n_chains, 3), np.nan),
             limits=LimitTable.from_limits(problem.limits),
             roll_mode=problem.roll_mode,
         )
+        batch = ChainBatch(
+            idx=np.arange(problem.n_chains, dtype=np.int64),
+            full=True,
+            positions=positions,
+            frames=None,
+            lengths=lengths,
+            root=positions[:, 0].copy(),
+            targets=problem.targets,
+            hints=np.full((problem.n_chains, 3), np.nan),
+            source=source,
+        )
         return replace(batch, hints=bend_hints(batch, problem.poles))
+
+    def _rows(self, arr: F64) -> F64:
+        return arr if self.full else arr[self.idx]
+
+    @cached_property
+    def keep_frames(self) -> F64:
+        """``(A, N, 3, 3)`` the problem's frames (``'KEEP'`` rotates these)."""
+        return self._rows(self.source.keep_frames)
+
+    @cached_property
+    def offsets(self) -> F64:
+        """``(A, N, 3)`` bone offsets."""
+        return self._rows(self.source.offsets)
+
+    @cached_property
+    def directions(self) -> F64:
+        """``(A, N, 3)`` unit offsets (segment directions in the bones' frames)."""
+        return self._rows(self.source.directions)
+
+    @cached_property
+    def ref_local(self) -> F64:
+        """``(A, N, 3, 3)`` rest frames relative to the parents."""
+        return self._rows(self.source.ref_local)
+
+    @cached_property
+    def base(self) -> F64:
+        """``(A, 3, 3)`` frames of the roots' parents."""
+        return self._rows(self.source.base)
+
+    @cached_property
+    def limits(self) -> LimitTable | None:
+        """Joint limit rows, or None."""
+        lim = self.source.limits
+        return lim if lim is None or self.full else lim.take(self.idx)
+
+    @property
+    def roll_mode(self) -> str:
+        """``'KEEP'``, ``'REST'`` or ``'NATURAL'``."""
+        return self.source.roll_mode
 
     @property
     def size(self) -> int:
@@ -125,17 +179,21 @@ class ChainBatch:
     @property
     def n_bones(self) -> int:
         """Bones per chain N."""
-        return int(self.offsets.shape[1])
+        return int(self.source.offsets.shape[1])
 
     def take(self, rows: I64 | Bools) -> ChainBatch:
-        """A new batch of the rows ``rows`` (indices or mask); the pose arrays are copied."""
-        values: dict[str, object] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, np.ndarray | LimitTable):
-                value = value[rows] if isinstance(value, np.ndarray) else value.take(rows)
-            values[f.name] = value
-        return ChainBatch(**values)  # type: ignore[arg-type]
+        """A new batch of the rows ``rows`` (indices or mask) of this one; the pose arrays are copied."""
+        return ChainBatch(
+            idx=self.idx[rows],
+            full=False,
+            positions=self.positions[rows],
+            frames=None if self.frames is None else self.frames[rows],
+            lengths=self.lengths[rows],
+            root=self.root[rows],
+            targets=self.targets[rows],
+            hints=self.hints[rows],
+            source=self.source,
+        )
 
 
 def aim_frames(direction: F64, local_dir: F64, keep: F64, ref: F64 | None, roll_mode: str) -> F64:
@@ -208,6 +266,8 @@ def forward_sweep(batch: ChainBatch, aims: F64) -> tuple[F64, F64]:
         ``(A, N+1, 3)`` and ``(A, N, 3, 3)``.
     """
     a, n = batch.size, batch.n_bones
+    if batch.roll_mode == "KEEP" and batch.limits is None:
+        return _independent_sweep(batch, aims)
     positions = np.empty((a, n + 1, 3))
     frames = np.empty((a, n, 3, 3))
     positions[:, 0] = batch.root
@@ -225,6 +285,33 @@ def forward_sweep(batch: ChainBatch, aims: F64) -> tuple[F64, F64]:
         frames[:, i] = frame
         positions[:, i + 1] = head + matvec(frame, batch.offsets[:, i])
         parent = frame
+    return positions, frames
+
+
+def _independent_sweep(batch: ChainBatch, aims: F64) -> tuple[F64, F64]:
+    """:func:`forward_sweep` for ``'KEEP'`` without limits, all bones at once.
+
+    A bone's frame then depends on its own direction only, so every bone is aimed in one batched call
+    instead of N sequential ones. Directions are taken between consecutive aims (the sequential sweep
+    takes them from the placed heads); for aims that form a chain of the right lengths, as every solver
+    passes, the two agree to rounding. The positions are still accumulated joint by joint from the
+    frames, so ``positions[i+1] == positions[i] + frames[i] @ offsets[i]`` holds exactly as before.
+    """
+    a, n = batch.size, batch.n_bones
+    heads = aims[:, :-1].copy()
+    heads[:, 0] = batch.root
+    keep = batch.keep_frames
+    start = matvec(keep, batch.directions)
+    direction = normalize(aims[:, 1:] - heads, start)
+    flat = aim_frames(
+        direction.reshape(-1, 3), batch.directions.reshape(-1, 3), keep.reshape(-1, 3, 3), None, "KEEP"
+    )
+    frames = flat.reshape(a, n, 3, 3)
+    steps = np.empty((a, n + 1, 3))
+    steps[:, 0] = batch.root
+    steps[:, 1:] = matvec(frames, batch.offsets)
+    # add.accumulate adds left to right: exactly head + frame @ offset, joint after joint.
+    positions = np.add.accumulate(steps, axis=1)
     return positions, frames
 
 

@@ -58,10 +58,15 @@ INSIDE_TOLERANCE = 1e-9
 # parameter, close enough that a parabola through the best sample and its neighbours starts Newton within
 # its quadratic range; the search keeps several basins, so a coarse grid does not lose the global one.
 _SAMPLES_PER_QUADRANT = 16
-# Cap on the bracketed Newton iterations; each candidate stops once its step is below _NEWTON_STEP_TOL
-# (radians of psi). Typical rows need 2-4; bisection steps near a thin ellipse's tip need more.
-_NEWTON_ITERATIONS = 80
-_NEWTON_STEP_TOL = 1e-13
+# Samples of the zoom level inside each coarse bracket: the bracket shrinks to 2/15 of its width, so the
+# parabola that starts Newton is within ~1e-6 (relative) of a smooth maximum.
+_ZOOM_SAMPLES = 16
+# Cap on the bracketed Newton iterations; the loop stops once every step is below _NEWTON_STEP_TOL
+# (radians of psi): after a step that small the next one (quadratic convergence) would be ~1e-18.
+_NEWTON_ITERATIONS = 60
+_NEWTON_STEP_TOL = 1e-7
+# Working sets larger than this drop converged candidates between Newton iterations.
+_COMPACT_ABOVE = 256
 
 _TAU = 2.0 * math.pi
 
@@ -189,13 +194,18 @@ def _inside(d: FloatArray, cone: FloatArray, tol: float) -> BoolArray:
     # Widening the semi-axes by tol stays within tol of the cone: the widened ellipse lies in the
     # tol-neighbourhood of the original in the swing plane (support functions), and the exponential map of
     # the sphere does not lengthen distances.
-    a = np.where(x >= 0.0, cone[:, RIGHT], cone[:, LEFT]) + tol
-    b = np.where(z >= 0.0, cone[:, UP], cone[:, DOWN]) + tol
-    # (theta_x/a)^2 + (theta_z/b)^2 <= 1 multiplied through by rho^2 (no division by the azimuth), with a
-    # zero semi-axis meaning "no swing that way": only an exactly zero component passes it.
-    tx = np.where(x == 0.0, 0.0, x * x / np.maximum(a * a, 1e-300))
-    tz = np.where(z == 0.0, 0.0, z * z / np.maximum(b * b, 1e-300))
-    inside: BoolArray = (theta * theta * (tx + tz) <= rho2) & ((rho2 > 0.0) | (y > 0.0))
+    a = np.where(x >= 0.0, cone[:, RIGHT], cone[:, LEFT])
+    b = np.where(z >= 0.0, cone[:, UP], cone[:, DOWN])
+    if tol:
+        a = a + tol
+        b = b + tol
+    # (theta_x/a)^2 + (theta_z/b)^2 <= 1 multiplied through by rho^2 (no division by the azimuth). A zero
+    # semi-axis means "no swing that way": floored at 1e-150, it lets only an exactly zero component pass.
+    qx = x / np.maximum(a, 1e-150)
+    qz = z / np.maximum(b, 1e-150)
+    inside: BoolArray = theta * theta * (qx * qx + qz * qz) <= rho2
+    # Exactly -Y (rho = 0, theta = pi) would pass the product form; it is always outside.
+    inside &= theta < math.pi
     return inside
 
 
@@ -222,91 +232,87 @@ def cone_contains(d_local: ArrayLike, cone: ArrayLike, tol: float = 0.0) -> Bool
     return _inside(d, c, float(tol))
 
 
-def _sinc_terms(th: FloatArray, r2: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """``sin(t)/t``, its first and second derivatives with respect to ``r2 = t**2``, and ``cos(t)``.
-
-    Working in ``r2`` keeps the boundary map smooth through the cone axis (where ``t`` itself is not).
-    The closed forms cancel for small ``t`` (the first derivative to ~eps/t^2, the second to ~eps/t^4),
-    but they are only ever multiplied by powers of ``|p| = t`` that bring the error back to ~eps times
-    the arc's speed, so no series branch is needed; ``t`` is kept above 1e-30 only to avoid 0/0.
-    """
-    t = np.maximum(th, 1e-30)
-    s, c = np.sin(t), np.cos(t)
-    tc = t * c
-    t3 = t * np.maximum(r2, 1e-60)
-    sinc = s / t
-    d1 = (tc - s) / (2.0 * t3)
-    d2 = (3.0 * (s - tc) - r2 * s) / (4.0 * t3 * r2 + 1e-300)
-    return sinc, d1, d2, c
+def _arc_value(psi: FloatArray, a: FloatArray, b: FloatArray, d: tuple[FloatArray, ...]) -> FloatArray:
+    """``f = d . b(psi)`` on arcs with semi-axes ``a`` (x) and ``b`` (z); all arrays broadcast together."""
+    px = a * np.cos(psi)
+    pz = b * np.sin(psi)
+    th = np.sqrt(px * px + pz * pz)
+    f: FloatArray = np.sin(th) / np.maximum(th, 1e-30) * (d[0] * px + d[2] * pz) + d[1] * np.cos(th)
+    return f
 
 
-def _boundary_point(psi: FloatArray, a: FloatArray, b: FloatArray, quadrant: IntArray) -> FloatArray:
-    """Boundary direction at parameter ``psi`` of the arc with semi-axes ``a`` (x) and ``b`` (z).
+def _boundary_point(psi: FloatArray, a: FloatArray, b: FloatArray) -> FloatArray:
+    """Boundary directions at parameters ``psi`` (M, 4) of the four quadrant arcs with semi-axes a, b.
 
     The signs come from the quadrant, not from cos/sin: at psi = pi/2, cos(psi) is 6e-17, which would put
     an arc of the left side a hair to the right (outside a half-cone with right = 0).
     """
-    px = a * _X_SIGN[quadrant] * np.abs(np.cos(psi))
-    pz = b * _Z_SIGN[quadrant] * np.abs(np.sin(psi))
+    px = a * _X_SIGN * np.abs(np.cos(psi))
+    pz = b * _Z_SIGN * np.abs(np.sin(psi))
     th = np.sqrt(px * px + pz * pz)
     sinc = np.sin(th) / np.maximum(th, 1e-30)
     return np.stack((sinc * px, np.cos(th), sinc * pz), axis=-1)
 
 
-def _sample_table(n: int) -> tuple[FloatArray, FloatArray, FloatArray, IntArray, IntArray]:
-    """Boundary samples of the four quadrant arcs, each arc with both of its end points.
-
-    Returns the parameters ``psi`` (4, n+1), their cosines and sines with exact zeros on the axes (so a
-    zero half-angle gives exactly zero swing toward its side), and the cone columns of each arc's x and z
-    semi-axes (4,).
-    """
+def _sample_table(n: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Parameters ``psi`` (4, n+1) sampling the four quadrant arcs, each with both of its end points, and
+    their cosines and sines with exact zeros on the axes (a zero half-angle then gives exactly zero swing
+    toward its side)."""
     i = np.arange(n + 1)
-    quadrant = np.arange(4)[:, None]
-    psi = quadrant * (math.pi / 2) + i[None, :] * (math.pi / 2 / n)
+    psi = np.arange(4)[:, None] * (math.pi / 2) + i[None, :] * (math.pi / 2 / n)
     cos_psi = np.cos(psi)
     sin_psi = np.sin(psi)
-    on_x = np.array([[0, 0], [1, n], [2, 0], [3, n]])  # (quadrant, sample) where sin psi is 0
-    on_z = np.array([[0, n], [1, 0], [2, n], [3, 0]])  # ... where cos psi is 0
-    sin_psi[on_x[:, 0], on_x[:, 1]] = 0.0
-    cos_psi[on_z[:, 0], on_z[:, 1]] = 0.0
-    a_side = np.array([RIGHT, LEFT, LEFT, RIGHT], dtype=np.intp)
-    b_side = np.array([UP, UP, DOWN, DOWN], dtype=np.intp)
-    return psi, cos_psi, sin_psi, a_side, b_side
+    sin_psi[[0, 1, 2, 3], [0, n, 0, n]] = 0.0  # on the x axis
+    cos_psi[[0, 1, 2, 3], [n, 0, n, 0]] = 0.0  # on the z axis
+    return psi, cos_psi, sin_psi
 
 
-_PSI, _COS, _SIN, _A_SIDE, _B_SIDE = _sample_table(_SAMPLES_PER_QUADRANT)
+_PSI, _COS, _SIN = _sample_table(_SAMPLES_PER_QUADRANT)
 _H = math.pi / 2 / _SAMPLES_PER_QUADRANT
+# Cone columns of each quadrant arc's x and z semi-axes, and the signs of x and z on it.
+_A_SIDE = np.array([RIGHT, LEFT, LEFT, RIGHT], dtype=np.intp)
+_B_SIDE = np.array([UP, UP, DOWN, DOWN], dtype=np.intp)
 _X_SIGN = np.array([1.0, -1.0, -1.0, 1.0])
 _Z_SIGN = np.array([1.0, 1.0, -1.0, -1.0])
-# The four extreme directions (right, up, left, down) as (quadrant, sample): every corner of the
-# boundary, and every fold of a zero-width arc, is one of them.
+# The four extreme directions (right, up, left, down) as (quadrant, sample): every corner of the boundary
+# and every fold of a zero-width arc is one of them.
 _AXIS_Q = np.array([0, 0, 1, 2])
 _AXIS_I = np.array([0, _SAMPLES_PER_QUADRANT, _SAMPLES_PER_QUADRANT, _SAMPLES_PER_QUADRANT])
 _QUADS = np.arange(4)
+_ZOOM = np.linspace(0.0, 1.0, _ZOOM_SAMPLES)
 
 
-def _slope_curvature(
-    c: FloatArray, s: FloatArray, a: FloatArray, b: FloatArray, dx: FloatArray, dy: FloatArray, dz: FloatArray
-) -> tuple[FloatArray, FloatArray]:
-    """First and second derivatives in ``psi`` of ``f = d . b(psi)`` on the arc with semi-axes a, b.
+def _slope_curvature(psi: FloatArray, k: tuple[FloatArray, ...]) -> tuple[FloatArray, FloatArray]:
+    """First and second derivatives in ``psi`` of ``f = d . b(psi)`` on an arc.
 
-    ``c, s`` are ``cos(psi), sin(psi)``. With ``p = (a c, b s)`` the swing coordinates and ``r2 = |p|^2``
-    the boundary direction is ``(sinc p_x, cos, sinc p_z)`` (of ``sqrt(r2)``); both are smooth functions
-    of ``r2`` with d cos / d r2 = -sinc / 2, so the derivatives stay finite on the axis.
+    ``k = (alpha, beta, mu, nu2, nu4, dyh)`` are per-arc constants: with semi-axes a, b the swing
+    coordinates are ``p = (a cos, b sin)``, ``w = d_xz . p = alpha cos + beta sin`` and
+    ``r2 = |p|^2 = mu - nu2/2 cos(2 psi)``. The boundary direction is ``(sinc p_x, cos, sinc p_z)`` of
+    ``t = sqrt(r2)``; sinc and cos are smooth in ``r2`` (d cos / d r2 = -sinc / 2), so the derivatives
+    stay finite on the axis. The closed forms of d sinc / d r2 (``d1``) and d2 sinc / d r2^2 (``d2``)
+    cancel for small t (to ~eps/t^2 and ~eps/t^4), but they are always multiplied by powers of t that
+    bring the error back to ~eps times the arc's speed, so no series branch is needed.
     """
-    px: FloatArray = a * c
-    pz: FloatArray = b * s
-    qx: FloatArray = -a * s  # dp/dpsi (and d2p/dpsi2 = -p)
-    qz: FloatArray = b * c
-    r2: FloatArray = px * px + pz * pz
-    sinc, d1, d2, _ = _sinc_terms(np.sqrt(r2), r2)
-    w = dx * px + dz * pz
-    w1 = dx * qx + dz * qz
-    r2_1 = 2.0 * (px * qx + pz * qz)
-    r2_2 = 2.0 * (qx * qx + qz * qz - r2)
-    d1r = d1 * r2_1
-    slope = d1r * w + sinc * (w1 - 0.5 * dy * r2_1)
-    curvature = (d2 * r2_1 * r2_1 + d1 * r2_2) * w + 2.0 * d1r * w1 - sinc * w - 0.5 * dy * (d1r * r2_1 + sinc * r2_2)
+    alpha, beta, mu, nu2, nu4, dyh = k
+    c, s = np.cos(psi), np.sin(psi)
+    two = psi + psi
+    cos2 = np.cos(two)
+    r2 = np.maximum(mu + 0.5 * nu2 * np.negative(cos2), 0.0)
+    r2_1 = nu2 * np.sin(two)
+    r2_2 = nu4 * cos2
+    w = alpha * c + beta * s
+    w1 = beta * c - alpha * s
+    t = np.maximum(np.sqrt(r2), 1e-30)
+    st, ct = np.sin(t), np.cos(t)
+    tc = t * ct
+    tt = t * t
+    t3 = tt * t
+    sinc = st / t
+    d1 = (tc - st) / (t3 + t3)
+    d2 = (3.0 * (st - tc) - tt * st) / (4.0 * t3 * tt)
+    g = d1 * w - dyh * sinc
+    slope = r2_1 * g + sinc * w1
+    curvature = r2_1 * r2_1 * (d2 * w - dyh * d1) + r2_2 * g + 2.0 * d1 * r2_1 * w1 - sinc * w
     return slope, curvature
 
 
@@ -317,77 +323,92 @@ def _nearest_on_boundary(d: FloatArray, cone: FloatArray) -> tuple[FloatArray, F
     """
     m = d.shape[0]
     n = _SAMPLES_PER_QUADRANT
-    rows = np.arange(m)
-    dx, dy, dz = d[:, 0, None], d[:, 1, None], d[:, 2, None]
-
-    # Coarse samples (M, 4, n+1) of the four arcs.
-    a = cone[:, _A_SIDE]  # (M, 4) semi-axes of each arc
+    rows = np.arange(m)[:, None]
+    dd = (d[:, 0, None], d[:, 1, None], d[:, 2, None])  # (M, 1) each
+    dd3 = tuple(v[:, :, None] for v in dd)
+    a = cone[:, _A_SIDE]  # (M, 4) semi-axes of each quadrant's arc
     b = cone[:, _B_SIDE]
+
+    # Coarse samples (M, 4, n+1) of the four arcs (exact zeros on the axes via the tables).
     px = a[:, :, None] * _COS
     pz = b[:, :, None] * _SIN
     th = np.sqrt(px * px + pz * pz)
-    sinc = np.sin(th) / np.maximum(th, 1e-30)
-    f = sinc * (dx[:, :, None] * px + dz[:, :, None] * pz) + dy[:, :, None] * np.cos(th)
+    f = np.sin(th) / np.maximum(th, 1e-30) * (dd3[0] * px + dd3[2] * pz) + dd3[1] * np.cos(th)
 
-    # The best sample of each arc brackets its best basin between the neighbouring samples (clipped to the
-    # arc, where a, b are constant and the arc is smooth). One basin per arc suffices: the distance along
-    # one quadrant's arc is unimodal apart from ties far below the sampling resolution.
+    # The best sample of each arc brackets that arc's best basin between its neighbours (clipped to the
+    # arc, where a, b are constant and the arc is smooth). One basin per arc suffices: along one quadrant's
+    # arc the distance is unimodal apart from near-ties far below the sampling resolution.
     i_c = np.argmax(f, axis=2)  # (M, 4)
-    i_lo = np.maximum(i_c - 1, 0)
-    i_hi = np.minimum(i_c + 1, n)
-    lo = _PSI[_QUADS, i_lo]
-    hi = _PSI[_QUADS, i_hi]
-    fc = np.take_along_axis(f, i_c[:, :, None], axis=2)[:, :, 0]
-    fl = np.take_along_axis(f, i_lo[:, :, None], axis=2)[:, :, 0]
-    fr = np.take_along_axis(f, i_hi[:, :, None], axis=2)[:, :, 0]
-    # Start at the vertex of the parabola through the sample and its neighbours (within O(h^3) of a smooth
-    # maximum); at an arc's end, halfway into the arc.
+    lo = _PSI[_QUADS, np.maximum(i_c - 1, 0)]
+    hi = _PSI[_QUADS, np.minimum(i_c + 1, n)]
+    # Zoom: resample each bracket (M, 4, Z), then bracket the best zoomed sample the same way.
+    span = hi - lo
+    zpsi = lo[:, :, None] + span[:, :, None] * _ZOOM
+    fz = _arc_value(zpsi, a[:, :, None], b[:, :, None], dd3)
+    j = np.argmax(fz, axis=2)
+    last = _ZOOM_SAMPLES - 1
+    jl, jr = np.maximum(j - 1, 0), np.minimum(j + 1, last)
+    step_z = span / last
+    lo, hi = lo + step_z * jl, lo + step_z * jr
+    fc, fl, fr = fz[rows, _QUADS, j], fz[rows, _QUADS, jl], fz[rows, _QUADS, jr]
+    # Start at the vertex of the parabola through the zoomed sample and its neighbours (within O(h^3) of
+    # a smooth maximum), or halfway into the bracket at its ends.
     den = fl - 2.0 * fc + fr
-    interior = (i_c > 0) & (i_c < n) & (den < 0.0)
+    interior = (j > 0) & (j < last) & (den < 0.0)
     off = np.where(interior, 0.5 * (fl - fr) / np.where(interior, den, -1.0), 0.0)
-    psi = np.where(interior, _PSI[_QUADS, i_c] + _H * np.clip(off, -1.0, 1.0), 0.5 * (lo + hi))
+    psi = np.where(interior, lo + step_z * (1.0 + np.clip(off, -1.0, 1.0)), 0.5 * (lo + hi))
 
-    # Newton's method on the slope, kept inside a shrinking bracket [lo, hi]. A step that would leave the
-    # bracket (or a non-concave spot) jumps to the bracket's end uphill instead: the maximum is often
+    # Newton's method on the slope, kept inside the shrinking bracket [lo, hi]. A step that would leave
+    # the bracket (or a non-concave spot) jumps to the bracket's end uphill instead: the maximum is often
     # exactly there (a corner, an arc's end, the fold of a zero-width arc), and bisecting toward it would
-    # take forty halvings. A second such step in a row bisects, so the iteration cannot bounce between the
-    # ends. Candidates leave the working set as they converge.
-    flat = psi.reshape(-1)
-    w_psi, w_lo, w_hi = flat.copy(), lo.reshape(-1), hi.reshape(-1)
-    w_a, w_b = a.reshape(-1), b.reshape(-1)
-    w_dx, w_dy, w_dz = (np.repeat(v[:, 0], 4) for v in (dx, dy, dz))
-    jumped = np.zeros(w_psi.shape, dtype=np.bool_)
-    active = np.arange(flat.shape[0])
+    # take dozens of halvings. A second such step in a row bisects, so it cannot bounce between the ends.
+    a2, b2 = a * a, b * b
+    consts = (dd[0] * a, dd[2] * b, 0.5 * (a2 + b2), b2 - a2, 2.0 * (b2 - a2), 0.5 * dd[1] + 0.0 * a)
+    jumped = np.zeros((m, 4), dtype=np.bool_)
+    work = (psi, lo, hi, jumped, consts)
+    flat_psi = psi.reshape(-1).copy()
+    active: IntArray | None = None
     for _ in range(_NEWTON_ITERATIONS):
-        slope, curv = _slope_curvature(np.cos(w_psi), np.sin(w_psi), w_a, w_b, w_dx, w_dy, w_dz)
+        psi, lo, hi, jumped, consts = work
+        slope, curv = _slope_curvature(psi, consts)
         up = slope > 0.0
-        w_lo = np.where(up, w_psi, w_lo)
-        w_hi = np.where(up, w_hi, w_psi)
-        newton = w_psi - slope / np.where(curv < 0.0, curv, -1.0)
-        ok = (curv < 0.0) & (newton >= w_lo) & (newton <= w_hi)
-        fallback = np.where(jumped, 0.5 * (w_lo + w_hi), np.where(up, w_hi, w_lo))
+        lo = np.where(up, psi, lo)
+        hi = np.where(up, hi, psi)
+        newton = psi - slope / np.where(curv < 0.0, curv, -1.0)
+        ok = (curv < 0.0) & (newton >= lo) & (newton <= hi)
+        fallback = np.where(jumped, 0.5 * (lo + hi), np.where(up, hi, lo))
         new = np.where(ok, newton, fallback)
+        done = np.abs(new - psi) <= _NEWTON_STEP_TOL
         jumped = ~ok & ~jumped
-        step = np.abs(new - w_psi)
-        w_psi = new
-        done = step <= _NEWTON_STEP_TOL
         n_done = int(np.count_nonzero(done))
-        if n_done == done.shape[0]:
-            flat[active] = w_psi
+        if n_done == done.size:
+            psi = new
             break
-        if n_done * 2 >= done.shape[0]:
-            # Shrink the working set once half of it has converged (each shrink costs a few gathers).
-            flat[active[done]] = w_psi[done]
-            keep = ~done
-            active = active[keep]
-            w_psi, w_lo, w_hi, w_a, w_b = w_psi[keep], w_lo[keep], w_hi[keep], w_a[keep], w_b[keep]
-            w_dx, w_dy, w_dz, jumped = w_dx[keep], w_dy[keep], w_dz[keep], jumped[keep]
+        if done.size > _COMPACT_ABOVE and 2 * n_done >= done.size:
+            # A large working set shrinks to the unconverged candidates (the gathers pay off only then).
+            flat = new.reshape(-1)
+            idx = np.arange(flat.shape[0]) if active is None else active
+            flat_psi[idx[done.reshape(-1)]] = flat[done.reshape(-1)]
+            keep = ~done.reshape(-1)
+            active = idx[keep]
+            work = (
+                flat[keep],
+                lo.reshape(-1)[keep],
+                hi.reshape(-1)[keep],
+                jumped.reshape(-1)[keep],
+                tuple(np.broadcast_to(v, done.shape).reshape(-1)[keep] for v in consts),
+            )
+        else:
+            work = (new, lo, hi, jumped, consts)
+        psi = new
+    if active is None:
+        flat_psi = psi.reshape(-1)
     else:
-        flat[active] = w_psi
-    psi = flat.reshape(m, 4)
+        flat_psi[active] = psi.reshape(-1)
+    psi = flat_psi.reshape(m, 4)
 
     # Candidates: the polished maxima of the four arcs and the four extreme directions (exact).
-    pts = _boundary_point(psi, a, b, np.broadcast_to(_QUADS, (m, 4)))  # (M, 4, 3)
+    pts = _boundary_point(psi, a, b)  # (M, 4, 3)
     ax_px = a[:, _AXIS_Q] * _COS[_AXIS_Q, _AXIS_I]
     ax_pz = b[:, _AXIS_Q] * _SIN[_AXIS_Q, _AXIS_I]
     ax_th = np.sqrt(ax_px * ax_px + ax_pz * ax_pz)
@@ -399,8 +420,8 @@ def _nearest_on_boundary(d: FloatArray, cone: FloatArray) -> tuple[FloatArray, F
     diff = all_pts - d[:, None, :]
     chord2 = np.einsum("mcj,mcj->mc", diff, diff)
     best = np.argmin(chord2, axis=1)
-    out: FloatArray = all_pts[rows, best]
-    return out, chord2[rows, best]
+    out: FloatArray = all_pts[rows[:, 0], best]
+    return out, chord2[rows[:, 0], best]
 
 
 def clamp_cone(d_local: ArrayLike, cone: ArrayLike, tol: float = 0.0) -> FloatArray:
@@ -626,39 +647,37 @@ def apply_joint_limits(
     m = fr.shape[0]
     _check_rows(m, ref=ref_a, cone=c, use_cone=uc, twist=tw_range, use_twist=ut)
     out = fr.copy()
-    if not (uc.any() or ut.any()):
+    any_cone, any_twist = bool(uc.any()), bool(ut.any())
+    if not (any_cone or any_twist):
         return out
-    sel = np.flatnonzero(uc | ut)
-    r_sel = ref_a[sel]
-    rel = np.einsum("mji,mjk->mik", r_sel, fr[sel])  # ref^T @ frame
-    changed = np.zeros(sel.shape[0], dtype=np.bool_)
+    # Every row is tested (cheaper than selecting the limited ones first); the use flags mask the result.
+    rel = np.matmul(ref_a.transpose(0, 2, 1), fr)
+    changed: BoolArray | None = None
 
-    cone_rows = np.flatnonzero(uc[sel])
-    if cone_rows.size:
-        y = rel[cone_rows, :, 1]
-        c_rows = c[sel[cone_rows]]
-        outside = ~_inside(y, c_rows, INSIDE_TOLERANCE)
+    if any_cone:
+        outside = ~_inside(rel[:, :, 1], c, INSIDE_TOLERANCE)
+        outside &= uc
         if outside.any():
-            idx = cone_rows[outside]
-            y_out = y[outside]
-            y_new = _nearest_on_boundary(y_out, c_rows[outside])[0]
-            rel[idx] = np.einsum("mij,mjk->mik", _min_rotation(y_out, y_new), rel[idx])
-            changed[idx] = True
+            idx = np.flatnonzero(outside)
+            y_out = rel[idx, :, 1]
+            y_new = _nearest_on_boundary(y_out, c[idx])[0]
+            rel[idx] = np.matmul(_min_rotation(y_out, y_new), rel[idx])
+            changed = outside
 
-    tw_rows = np.flatnonzero(ut[sel])
-    if tw_rows.size:
-        rel_t = rel[tw_rows]
-        tw = twist_angle(rel_t)
-        rng = tw_range[sel[tw_rows]]
-        target, outside_t = _twist_target(tw, rng[:, 0], rng[:, 1], INSIDE_TOLERANCE)
+    if any_twist:
+        tw = np.arctan2(rel[:, 0, 2] - rel[:, 2, 0], rel[:, 0, 0] + rel[:, 2, 2])  # see twist_angle
+        tmin, tmax = tw_range[:, 0], tw_range[:, 1]
+        outside_t, past_max, back_to_min = _twist_outside(tw, tmin, tmax, INSIDE_TOLERANCE)
+        outside_t &= ut
         if outside_t.any():
-            idx = tw_rows[outside_t]
-            rel[idx] = rel_t[outside_t] @ _rot_y(target[outside_t] - tw[outside_t])
-            changed[idx] = True
+            idx = np.flatnonzero(outside_t)
+            target = np.where(past_max[idx] <= back_to_min[idx], tmax[idx], tmin[idx])
+            rel[idx] = np.matmul(rel[idx], _rot_y(target - tw[idx]))
+            changed = outside_t if changed is None else changed | outside_t
 
-    if changed.any():
-        rows = sel[changed]
-        out[rows] = np.einsum("mij,mjk->mik", r_sel[changed], rel[changed])
+    if changed is not None:
+        idx = np.flatnonzero(changed)
+        out[idx] = np.matmul(ref_a[idx], rel[idx])
     return out
 
 

@@ -14,7 +14,7 @@ chains still running, and a batch costs about the sum of what each chain needs, 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 import numpy as np
@@ -57,7 +57,7 @@ class LoopOutcome:
     """Best pose seen per chain and how the loop ended for it."""
 
     positions: F64
-    frames: F64
+    frames: F64 | None  # None when the step does not track frames
     iterations: I64
     status: I8
 
@@ -88,7 +88,7 @@ def iterate(batch: ChainBatch, step: Step, tolerance: float, max_iterations: int
         ``STALLED`` or ``CAP``.
     """
     best_positions = batch.positions.copy()
-    best_frames = batch.frames.copy()
+    best_frames = batch.frames.copy() if track_frames and batch.frames is not None else None
     residual = residuals(batch)
     iterations = np.zeros(batch.size, dtype=np.int64)
     status = np.full(batch.size, CAP, dtype=np.int8)
@@ -107,7 +107,7 @@ def iterate(batch: ChainBatch, step: Step, tolerance: float, max_iterations: int
         if better.any():
             sel = rows[better]
             best_positions[sel] = work.positions[better]
-            if track_frames:
+            if best_frames is not None and work.frames is not None:
                 best_frames[sel] = work.frames[better]
         progress = r < best * (1.0 - STALL_RELATIVE)
         best = np.minimum(best, r)
@@ -187,7 +187,9 @@ def solve_chains(problem: ChainProblem, step: Step, track_frames: bool) -> Solve
         warm_start(sub)
         if track_frames:
             # Steps that track frames need a consistent, limited pose to start from.
-            sub.positions[:], sub.frames[:] = forward_sweep(sub, sub.positions)
+            swept, swept_frames = forward_sweep(sub, sub.positions)
+            sub.positions[:] = swept
+            sub = replace(sub, frames=swept_frames)
         outcome = iterate(sub, step, tol, problem.max_iterations, track_frames)
         best = outcome.positions
         # The loop may drift the bend plane (FABRIK keeps it only for planar chains); turn it back about

@@ -58,7 +58,7 @@ def test_wrong_shapes() -> None:
         replace(p, targets=p.targets[:2])
     with pytest.raises(ValueError, match="offsets has shape"):
         replace(p, offsets=np.zeros((4, 0, 3)))
-    with pytest.raises(ValueError, match="limits.cone has shape"):
+    with pytest.raises(ValueError, match=r"limits\.cone has shape"):
         replace(p, limits=JointLimits.none(4, 2))
 
 

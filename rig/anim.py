@@ -1,0 +1,176 @@
+"""F-Curves across Blender's three animation APIs, chosen by capability (never by version number).
+
+- 4.2/4.3: legacy actions: `action.fcurves.find/new`.
+- 4.4/4.5: slotted actions; `action.fcurves` is a legacy proxy for the first slot, and
+  `action.fcurve_ensure_for_datablock(obj, path, index=)` creates the slot, layer and channelbag as needed.
+- 5.0: `action.fcurves` is gone: F-Curves live in the channelbag of the object's slot
+  (`bpy_extras.anim_utils.action_get_channelbag_for_slot`); `fcurve_ensure_for_datablock` takes `group_name`.
+
+Keys are written in bulk: `keyframe_points.add(n)` + `foreach_set` (BLENDER_NOTES: ~20x faster than
+`keyframe_insert`). Every F-Curve we touch is snapshotted first so a failed write can be undone exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import bpy
+import numpy as np
+from numpy.typing import NDArray
+
+F32 = NDArray[np.float32]
+
+# RNA functions are not Python class attributes: ask the RNA description, not hasattr().
+SLOTTED = "fcurve_ensure_for_datablock" in bpy.types.Action.bl_rna.functions
+
+
+def _channelbag(action: bpy.types.Action, obj: bpy.types.Object) -> bpy.types.bpy_struct | None:
+    from bpy_extras import anim_utils
+
+    ad = obj.animation_data
+    slot = ad.action_slot if ad is not None else None
+    if slot is None:
+        return None
+    return anim_utils.action_get_channelbag_for_slot(action, slot)  # type: ignore[no-any-return]
+
+
+def find_fcurve(action: bpy.types.Action, obj: bpy.types.Object, path: str, index: int) -> bpy.types.FCurve | None:
+    if not SLOTTED:
+        return action.fcurves.find(path, index=index)
+    bag = _channelbag(action, obj)
+    return None if bag is None else bag.fcurves.find(path, index=index)  # type: ignore[attr-defined,no-any-return]
+
+
+def all_fcurves(action: bpy.types.Action, obj: bpy.types.Object) -> list[bpy.types.FCurve]:
+    if not SLOTTED:
+        return list(action.fcurves)
+    bag = _channelbag(action, obj)
+    return [] if bag is None else list(bag.fcurves)  # type: ignore[attr-defined]
+
+
+def ensure_fcurve(action: bpy.types.Action, obj: bpy.types.Object, path: str, index: int, group: str) -> bpy.types.FCurve:
+    if not SLOTTED:
+        fc = action.fcurves.find(path, index=index)
+        return fc if fc is not None else action.fcurves.new(path, index=index, action_group=group)
+    existing = find_fcurve(action, obj, path, index)
+    if existing is not None:
+        return existing
+    try:
+        return action.fcurve_ensure_for_datablock(obj, path, index=index, group_name=group)  # type: ignore[call-arg,no-any-return]
+    except TypeError:
+        # 4.4/4.5 have no group_name; group the curve through its channelbag so it still shows per bone.
+        fc = action.fcurve_ensure_for_datablock(obj, path, index=index)
+        bag = _channelbag(action, obj)
+        if bag is not None:
+            groups = bag.groups  # type: ignore[attr-defined]
+            g = groups.get(group) or groups.new(group)
+            fc.group = g
+        return fc  # type: ignore[no-any-return]
+
+
+def remove_fcurve(action: bpy.types.Action, obj: bpy.types.Object, fc: bpy.types.FCurve) -> None:
+    if not SLOTTED:
+        action.fcurves.remove(fc)
+        return
+    bag = _channelbag(action, obj)
+    if bag is not None:
+        bag.fcurves.remove(fc)  # type: ignore[attr-defined]
+
+
+# Everything a keyframe stores that foreach can reach; a snapshot restores a curve exactly.
+_KEY_FIELDS: tuple[tuple[str, int, type], ...] = (
+    ("co", 2, np.float32),
+    ("handle_left", 2, np.float32),
+    ("handle_right", 2, np.float32),
+    ("interpolation", 1, np.int32),
+    ("handle_left_type", 1, np.int32),
+    ("handle_right_type", 1, np.int32),
+    ("easing", 1, np.int32),
+    ("type", 1, np.int32),
+    ("back", 1, np.float32),
+    ("amplitude", 1, np.float32),
+    ("period", 1, np.float32),
+    ("select_control_point", 1, np.int32),
+)
+
+
+def read_keys(fc: bpy.types.FCurve) -> dict[str, np.ndarray]:
+    kp = fc.keyframe_points
+    n = len(kp)
+    out = {}
+    for name, width, dtype in _KEY_FIELDS:
+        buf = np.empty(n * width, dtype=dtype)
+        kp.foreach_get(name, buf)
+        out[name] = buf.reshape(n, width) if width > 1 else buf
+    return out
+
+
+def write_keys(fc: bpy.types.FCurve, keys: dict[str, np.ndarray], recalc: bool) -> None:
+    """Replace all keyframes of `fc` with `keys` (as returned by `read_keys`)."""
+    kp = fc.keyframe_points
+    kp.clear()
+    n = len(keys["co"])
+    kp.add(n)
+    for name, _width, _dtype in _KEY_FIELDS:
+        kp.foreach_set(name, np.ascontiguousarray(keys[name]).ravel())
+    if recalc:
+        fc.update()
+
+
+@dataclass
+class ActionSnapshot:
+    """Enough to put an object's animation back exactly as it was before a bake."""
+
+    obj: bpy.types.Object
+    had_animation_data: bool
+    action: bpy.types.Action | None
+    slot_handle: int | None
+    curves: dict[tuple[str, int], dict[str, np.ndarray]] = field(default_factory=dict)
+    created: list[tuple[str, int]] = field(default_factory=list)
+    created_action: bpy.types.Action | None = None
+
+    @classmethod
+    def take(cls, obj: bpy.types.Object) -> ActionSnapshot:
+        ad = obj.animation_data
+        action = ad.action if ad is not None else None
+        handle = getattr(ad, "action_slot_handle", None) if ad is not None else None
+        return cls(obj, ad is not None, action, handle)
+
+    def remember(self, action: bpy.types.Action, path: str, index: int) -> None:
+        key = (path, index)
+        if key in self.curves or key in self.created:
+            return
+        fc = find_fcurve(action, self.obj, path, index)
+        if fc is None:
+            self.created.append(key)
+        else:
+            self.curves[key] = read_keys(fc)
+
+    def restore(self) -> None:
+        obj = self.obj
+        ad = obj.animation_data
+        action = ad.action if ad is not None else None
+        if action is not None:
+            for path, index in self.created:
+                fc = find_fcurve(action, obj, path, index)
+                if fc is not None:
+                    remove_fcurve(action, obj, fc)
+            for (path, index), keys in self.curves.items():
+                fc = find_fcurve(action, obj, path, index)
+                if fc is not None:
+                    write_keys(fc, keys, recalc=False)
+        if self.created_action is not None:
+            if ad is not None:
+                ad.action = self.action
+            bpy.data.actions.remove(self.created_action)
+        if not self.had_animation_data and obj.animation_data is not None:
+            obj.animation_data_clear()
+
+
+def ensure_action(obj: bpy.types.Object, snapshot: ActionSnapshot) -> bpy.types.Action:
+    ad = obj.animation_data or obj.animation_data_create()
+    if ad.action is None:
+        action = bpy.data.actions.new(f"{obj.name}Action")
+        ad.action = action
+        snapshot.created_action = action
+    return ad.action  # type: ignore[no-any-return]

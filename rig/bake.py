@@ -1,0 +1,345 @@
+"""Bake IK to keyframes: read every frame's inputs, solve all frames in one batched call, write keys in bulk.
+
+Atomic: nothing is written until every frame has been read and solved. If anything fails (a target deleted
+by a driver, a NaN at some frame), the action, the pose and the current frame are left exactly as they were
+and the error names the frame. Keys go into each bone's own rotation-mode channels; every other channel and
+every key outside the baked range stays as it was.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import bpy
+import numpy as np
+from numpy.typing import NDArray
+
+from . import anim, armature, convert, live
+from .props import rig_settings
+from .solve import Inputs, check_inputs, prepare, read_inputs, solve_inputs, stack_inputs
+
+F64 = NDArray[np.float64]
+Progress = Callable[[float, str], None]
+CHANNELS = {"QUATERNION": ("rotation_quaternion", 4), "AXIS_ANGLE": ("rotation_axis_angle", 4)}
+_LINEAR = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value
+
+
+class BakeError(RuntimeError):
+    """The bake could not run or failed part-way; nothing was changed."""
+
+
+@dataclass
+class BakeOptions:
+    frame_start: int
+    frame_end: int
+    step: int = 1
+    chains: str | set[int] = "ALL"  # 'ALL' (enabled), 'ACTIVE', 'SELECTED' (tip bone selected), or indices
+    replace: bool = True  # replace every key in the range on the baked channels (else: only baked frames)
+    reduce: bool = False  # drop keys that straight interpolation reproduces within `reduce_tolerance`
+    reduce_tolerance: float = 1e-4  # in channel units (quaternion components, radians)
+    disable_after: bool = True  # disable the baked chains so the keys play back
+
+
+@dataclass
+class ChainStats:
+    name: str
+    frames: int
+    max_residual: float
+    mean_residual: float
+    mean_iterations: float
+    reached_all: bool
+
+
+@dataclass
+class BakeResult:
+    rig: str
+    frames: list[int]
+    chains: list[ChainStats] = field(default_factory=list)
+    bones: list[str] = field(default_factory=list)
+    keys_written: int = 0
+    seconds_read: float = 0.0
+    seconds_solve: float = 0.0
+    seconds_write: float = 0.0
+
+    @property
+    def seconds(self) -> float:
+        return self.seconds_read + self.seconds_solve + self.seconds_write
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "rig": self.rig,
+            "frames": [self.frames[0], self.frames[-1]] if self.frames else [],
+            "frames_baked": len(self.frames),
+            "bones": self.bones,
+            "keys_written": self.keys_written,
+            "seconds": round(self.seconds, 4),
+            "seconds_read": round(self.seconds_read, 4),
+            "seconds_solve": round(self.seconds_solve, 4),
+            "seconds_write": round(self.seconds_write, 4),
+            "chains": [
+                {
+                    "name": c.name, "frames": c.frames, "max_residual": c.max_residual,
+                    "mean_residual": c.mean_residual, "mean_iterations": c.mean_iterations,
+                    "reached_all": c.reached_all,
+                }
+                for c in self.chains
+            ],
+        }
+
+
+def frame_list(start: int, end: int, step: int) -> list[int]:
+    """Frames from start to end by step, always including the last frame so the whole range is covered."""
+    if step < 1:
+        raise BakeError(f"step must be 1 or more, got {step}")
+    if end < start:
+        raise BakeError(f"the frame range {start}-{end} is empty: the end must not come before the start")
+    frames = list(range(start, end + 1, step))
+    if frames[-1] != end:
+        frames.append(end)
+    return frames
+
+
+def select_chains(obj: bpy.types.Object, which: str | set[int]) -> set[int]:
+    settings = rig_settings(obj)
+    chains = settings.chains
+    if isinstance(which, set):
+        return which
+    if which == "ALL":
+        picked = {i for i, ch in enumerate(chains) if ch.enabled}
+    elif which == "ACTIVE":
+        i = settings.active_chain_index
+        if not 0 <= i < len(chains):
+            raise BakeError(f"'{obj.name}' has no active chain to bake")
+        if not chains[i].enabled:
+            raise BakeError(f"the active chain '{chains[i].name}' is disabled: enable it to bake it")
+        picked = {i}
+    elif which == "SELECTED":
+        bones = obj.data.bones
+        picked = {
+            i for i, ch in enumerate(chains)
+            if ch.enabled and ch.tip_bone in bones and bones[ch.tip_bone].select
+        }
+    else:
+        raise BakeError(f"unknown chain selection {which!r}: use ALL, ACTIVE or SELECTED")
+    if not picked:
+        raise BakeError(f"'{obj.name}' has no enabled chains to bake ({which.lower() if isinstance(which, str) else which})")
+    return picked
+
+
+def _values(mode: str, basis: F64, previous: F64) -> F64:
+    """(F,3,3) basis rotations of one bone -> (F, width) channel values, continuous from `previous`."""
+    if mode == "QUATERNION":
+        q = convert.matrix_to_quaternion(basis)
+        # Sign continuity along time: flip where the dot with the (already fixed) previous key is negative.
+        prev_dots = np.einsum("fi,fi->f", q[1:], q[:-1]) < 0.0
+        first = -1.0 if float(q[0] @ previous) < 0.0 else 1.0
+        signs = first * np.cumprod(np.where(np.concatenate([[False], prev_dots]), -1.0, 1.0))
+        return q * signs[:, None]
+    out = np.empty((basis.shape[0], 4 if mode == "AXIS_ANGLE" else 3))
+    prev = previous[None]
+    q = convert.matrix_to_quaternion(basis) if mode == "AXIS_ANGLE" else None
+    for f in range(basis.shape[0]):
+        if q is not None:
+            out[f] = convert.quaternion_to_axis_angle(q[f : f + 1], prev)[0]
+        else:
+            out[f] = convert.matrix_to_euler(basis[f : f + 1], mode, prev)[0]
+        prev = out[f : f + 1]
+    return out
+
+
+def _reduce(times: F64, values: F64, tol: float) -> NDArray[np.bool_]:
+    """Which samples to keep so straight lines between kept ones stay within `tol` of every sample."""
+    n = len(times)
+    keep = np.zeros(n, dtype=bool)
+    keep[0] = keep[-1] = True
+    i = 0
+    while i < n - 1:
+        j = i + 1
+        while j + 1 < n:
+            t = (times[i + 1 : j + 2] - times[i]) / (times[j + 1] - times[i])
+            line = values[i] + t[:, None] * (values[j + 1] - values[i])
+            if np.abs(line - values[i + 1 : j + 2]).max() > tol:
+                break
+            j += 1
+        keep[j] = True
+        i = j
+    return keep
+
+
+def _merge_keys(fc: bpy.types.FCurve, frames: F64, values: F64, opts: BakeOptions, linear: bool) -> int:
+    """Replace the keys the bake owns on `fc` with new ones; keys outside keep every field."""
+    kp = fc.keyframe_points
+    old = anim.read_keys(fc)
+    n_old = len(old["co"])
+    t_old = old["co"][:, 0]
+    if opts.replace:
+        drop = (t_old >= opts.frame_start - 1e-4) & (t_old <= opts.frame_end + 1e-4)
+    else:
+        drop = np.isin(np.round(t_old, 3), np.round(frames, 3))
+    kp.add(len(frames))  # new keys get Blender's defaults for everything but their values
+    fresh = anim.read_keys(fc)
+    new = {k: v[n_old:].copy() for k, v in fresh.items()}
+    new["co"][:, 0] = frames
+    new["co"][:, 1] = values
+    new["handle_left"][:] = new["co"]
+    new["handle_right"][:] = new["co"]
+    new["select_control_point"][:] = 0
+    if linear:
+        new["interpolation"][:] = _LINEAR
+    merged = {k: np.concatenate([old[k][~drop], new[k]]) for k in old}
+    order = np.argsort(merged["co"][:, 0], kind="stable")
+    anim.write_keys(fc, {k: v[order] for k, v in merged.items()}, recalc=True)
+    return len(frames)
+
+
+def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None = None) -> BakeResult:
+    """Bake the chosen chains of `obj` over the frame range. Raises `BakeError` having changed nothing."""
+    scene = bpy.context.scene
+    frames = frame_list(opts.frame_start, opts.frame_end, opts.step)
+    only = select_chains(obj, opts.chains)
+    report, sk, plan = prepare(obj, only)
+    if sk is None or plan is None:
+        raise BakeError(report.rig_error or f"'{obj.name}' cannot be baked")
+    if plan.errors:
+        chains = rig_settings(obj).chains
+        lines = "; ".join(f"chain '{chains[i].name}': {m}" for i, m in sorted(plan.errors.items()))
+        raise BakeError(f"'{obj.name}' has invalid chains, nothing was baked: {lines}")
+    ad = obj.animation_data
+    if ad is not None and ad.action is not None and ad.action.library is not None:
+        raise BakeError(f"the action '{ad.action.name}' is linked from a library: make it local to bake into it")
+
+    result = BakeResult(rig=obj.name, frames=frames)
+    original_frame = scene.frame_current, scene.frame_subframe
+    channels_before = armature.read_channels(obj)
+    loc_scale_before = _read_loc_scale(obj)
+    snapshot = anim.ActionSnapshot.take(obj)
+    t0 = time.perf_counter()
+    try:
+        with live.suspended(obj):
+            stack = _read_frames(obj, plan, frames, scene, progress)
+            result.seconds_read = time.perf_counter() - t0
+            inputs = stack_inputs(stack)
+            broken = check_inputs(obj, plan, inputs)
+            if broken:
+                f = _frame_of(broken, frames)
+                raise BakeError(f"frame {f}: {broken.split(': ', 1)[-1]}" if f is not None else broken)
+            t1 = time.perf_counter()
+            solved = solve_inputs(obj, sk, plan, inputs, report, smooth=True)
+            result.seconds_solve = time.perf_counter() - t1
+            bad = {i: o for i, o in report.outcomes.items() if not o.valid}
+            if bad:
+                chains = rig_settings(obj).chains
+                i, o = next(iter(sorted(bad.items())))
+                raise BakeError(f"chain '{chains[i].name}' could not be solved: {o.message}")
+            if progress:
+                progress(0.9, "writing keys")
+            t2 = time.perf_counter()
+            result.keys_written = _write(obj, solved.bones, solved.basis, frames, channels_before, opts, snapshot)
+            result.seconds_write = time.perf_counter() - t2
+    except BaseException as exc:
+        snapshot.restore()
+        scene.frame_set(original_frame[0], subframe=original_frame[1])
+        _restore_pose(obj, channels_before, loc_scale_before)
+        if isinstance(exc, (BakeError, KeyboardInterrupt, SystemExit)):
+            raise
+        if isinstance(exc, ReferenceError):
+            raise BakeError(f"an object the bake needs was deleted during the bake ({exc}); nothing was baked") from exc
+        raise BakeError(f"baking '{obj.name}' failed, nothing was baked: {exc}") from exc
+
+    settings = rig_settings(obj)
+    result.bones = [sk.names[b] for b in solved.bones]
+    for i in sorted(only):
+        out = report.outcomes[i]
+        res = out.residuals if out.residuals is not None else np.zeros(1)
+        its = out.iteration_counts if out.iteration_counts is not None else np.zeros(1)
+        result.chains.append(ChainStats(
+            settings.chains[i].name, len(frames), float(res.max()), float(res.mean()), float(its.mean()), out.reached,
+        ))
+    if opts.disable_after:
+        for i in only:
+            settings.chains[i].enabled = False
+    # Show the baked pose at the current frame; bones we did not bake keep any unkeyed tweak they had.
+    scene.frame_set(original_frame[0], subframe=original_frame[1])
+    baked = set(solved.bones)
+    keep = [b for b in range(len(sk.names)) if b not in baked]
+    _restore_pose(obj, channels_before, loc_scale_before, only_bones=keep)
+    return result
+
+
+def _frame_of(message: str, frames: list[int]) -> int | None:
+    if message.startswith("frame #"):
+        return frames[int(message[len("frame #"):].split(":", 1)[0])]
+    return frames[0] if len(frames) == 1 else None
+
+
+def _read_frames(
+    obj: bpy.types.Object, plan: object, frames: list[int], scene: bpy.types.Scene, progress: Progress | None
+) -> list[Inputs]:
+    stack = []
+    every = max(1, len(frames) // 20)
+    for n, f in enumerate(frames):
+        scene.frame_set(f)
+        try:
+            stack.append(read_inputs(obj, plan))  # type: ignore[arg-type]
+        except ReferenceError as exc:
+            raise BakeError(f"frame {f}: a target or pole was deleted during the bake ({exc})") from exc
+        except AttributeError as exc:
+            raise BakeError(f"frame {f}: a target or pole went missing during the bake ({exc})") from exc
+        if progress and (n % every == 0 or n == len(frames) - 1):
+            progress(0.8 * (n + 1) / len(frames), f"frame {f} ({n + 1}/{len(frames)})")
+    return stack
+
+
+def _read_loc_scale(obj: bpy.types.Object) -> dict[str, np.ndarray]:
+    pbs = obj.pose.bones
+    out = {}
+    for attr in ("location", "scale"):
+        buf = np.empty(len(pbs) * 3, dtype=np.float32)
+        pbs.foreach_get(attr, buf)
+        out[attr] = buf
+    return out
+
+
+def _restore_pose(
+    obj: bpy.types.Object, channels: dict[str, np.ndarray], loc_scale: dict[str, np.ndarray],
+    only_bones: list[int] | None = None,
+) -> None:
+    pbs = obj.pose.bones
+    arrays = {**{k: v.ravel() for k, v in channels.items()}, **loc_scale}
+    for attr, saved in arrays.items():
+        width = saved.size // max(len(pbs), 1)
+        if only_bones is None:
+            pbs.foreach_set(attr, saved)
+            continue
+        now = np.empty_like(saved)
+        pbs.foreach_get(attr, now)
+        rows = now.reshape(len(pbs), width)
+        rows[only_bones] = saved.reshape(len(pbs), width)[only_bones]
+        pbs.foreach_set(attr, rows.ravel())
+    obj.update_tag()
+
+
+def _write(
+    obj: bpy.types.Object, bones: list[int], basis: F64, frames: list[int], channels_before: dict[str, np.ndarray],
+    opts: BakeOptions, snapshot: anim.ActionSnapshot,
+) -> int:
+    pbs = obj.pose.bones
+    action = anim.ensure_action(obj, snapshot)
+    times = np.asarray(frames, dtype=np.float64)
+    count = 0
+    for j, b in enumerate(bones):
+        pb = pbs[b]
+        mode = pb.rotation_mode
+        attr, width = CHANNELS.get(mode, ("rotation_euler", 3))
+        previous = channels_before[attr][b].astype(np.float64)
+        values = _values(mode, basis[:, j], previous)
+        keep = _reduce(times, values, opts.reduce_tolerance) if opts.reduce else np.ones(len(times), dtype=bool)
+        path = pb.path_from_id(attr)
+        for index in range(width):
+            snapshot.remember(action, path, index)
+            fc = anim.ensure_fcurve(action, obj, path, index, pb.name)
+            count += _merge_keys(fc, times[keep], values[keep, index], opts, linear=opts.reduce)
+    return count
+
