@@ -4,6 +4,7 @@
                                            [--start-from rest|current] (--output OUT.blend | --in-place)
                                            [--report report.json]
     blender -b shot.blend -c reach_ik check [--rig NAME]...
+    blender -c reach_ik openjd SHOT.blend... --bundle DIR --output-dir OUT [--frames 1-250] [--blender PATH]
     blender -c reach_ik --help
 
 Exit codes: 0 ok, 1 validation or bake failure, 2 usage. Outputs are written to a temporary file beside the
@@ -45,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="blender -b FILE.blend -c reach_ik", description=__doc__.split("\n\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter,
                 epilog="Exit codes: 0 ok, 1 validation or bake failure, 2 usage.")
-    sub = p.add_subparsers(dest="command", metavar="{bake,check}")
+    sub = p.add_subparsers(dest="command", metavar="{bake,check,openjd}")
     bake = sub.add_parser("bake", help="bake the IK chains to keyframes and save the result")
     bake.add_argument("--frames", help="frame range START-END or a single frame (default: the scene's range)")
     bake.add_argument("--step", type=int, default=1, help="bake every Nth frame (the last is always baked)")
@@ -58,8 +59,17 @@ def _parser() -> argparse.ArgumentParser:
     bake.add_argument("--keep-enabled", action="store_true", help="leave the baked chains enabled")
     out = bake.add_mutually_exclusive_group(required=True)
     out.add_argument("--output", type=Path, help="write the baked file here (never the input file)")
+    out.add_argument("--output-dir", type=Path,
+                     help="write DIR/<shot>_baked.blend and DIR/<shot>_report.json (for farm jobs)")
     out.add_argument("--in-place", action="store_true", help="overwrite the input file with the baked result")
     bake.add_argument("--report", type=Path, help="write a JSON report (per rig and chain) here")
+    job = sub.add_parser("openjd", help="write an OpenJD job bundle that bakes each shot in its own task")
+    job.add_argument("shots", nargs="+", type=Path, help=".blend files to bake, one task each")
+    job.add_argument("--bundle", type=Path, required=True, help="job bundle directory to write (template.json)")
+    job.add_argument("--output-dir", type=Path, required=True, help="where the tasks write baked files and reports")
+    job.add_argument("--frames", default="", help="frame range START-END (default: each shot's scene range)")
+    job.add_argument("--step", type=int, default=1, help="bake every Nth frame")
+    job.add_argument("--blender", default="blender", help="the Blender executable on the workers")
     check = sub.add_parser("check", help="validate every chain; exit 1 if any is invalid")
     check.add_argument("--rig", action="append", default=[], metavar="NAME", help="armature object to check")
     return p
@@ -142,6 +152,13 @@ def cmd_bake(args: argparse.Namespace) -> int:
         raise UsageError("--in-place needs a saved .blend file to overwrite")
     if args.output is not None and source and Path(args.output).resolve() == Path(source).resolve():
         raise UsageError("--output is the input file: use --in-place to overwrite it on purpose")
+    if args.output_dir is not None:
+        if not source:
+            raise UsageError("--output-dir names its output after the input .blend: open a saved file")
+        stem = Path(source).stem
+        args.output = Path(args.output_dir) / f"{stem}_baked.blend"
+        if args.report is None:
+            args.report = Path(args.output_dir) / f"{stem}_report.json"
     start, end = _frames(args.frames)
     report: dict[str, object] = {
         "file": source, "blender": bpy.app.version_string, "frames": [start, end], "step": args.step,
@@ -232,6 +249,27 @@ def cmd_check(args: argparse.Namespace) -> int:
     return FAILED if invalid else OK
 
 
+def cmd_openjd(args: argparse.Namespace) -> int:
+    from .farm import job_template, write_bundle
+
+    missing = [str(s) for s in args.shots if not Path(s).is_file()]
+    if missing:
+        _say(f"error: shot file(s) not found: {', '.join(missing)}")
+        return FAILED
+    if args.step < 1:
+        raise UsageError("--step must be 1 or more")
+    if args.frames:
+        _frames(args.frames)  # validate the syntax now rather than on every worker
+    template = job_template(
+        list(args.shots), Path(args.output_dir).resolve(), args.blender, args.frames, args.step,
+        bundle=Path(args.bundle),
+    )
+    path, params = write_bundle(Path(args.bundle), template, Path(args.output_dir))
+    _say(f"wrote {path} ({len(args.shots)} task(s)); run it locally with: "
+         f"openjd run {path} --step Bake -p file://{params}")
+    return OK
+
+
 def main(argv: list[str]) -> int:
     """The CLI command: parse `argv` (the words after `-c reach_ik`) and run; returns the exit code."""
     parser = _parser()
@@ -244,6 +282,8 @@ def main(argv: list[str]) -> int:
             return cmd_bake(args)
         if args.command == "check":
             return cmd_check(args)
+        if args.command == "openjd":
+            return cmd_openjd(args)
         raise UsageError(f"{parser.format_usage()}unknown command")
     except UsageError as exc:
         print(exc, file=sys.stderr, flush=True)

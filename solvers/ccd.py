@@ -35,10 +35,11 @@ def make_ccd_step(max_angle: float | None = None) -> Step:
                 new = limit_frames(ref, matmul(rot, old), batch.limits, j)
                 # The rotation actually applied is the clamped one; the bones below follow it rigidly.
                 rot = matmul(new, np.swapaxes(old, -1, -2))
-                frames[:, j + 1 :] = np.einsum("aij,akjl->akil", rot, frames[:, j + 1 :])
+                frames[:, j + 1 :] = np.matmul(rot[:, None], frames[:, j + 1 :])
                 frames[:, j] = new
             rel = p[:, j + 1 :] - head[:, None]
-            p[:, j + 1 :] = head[:, None] + np.einsum("aij,akj->aki", rot, rel)
+            # Row vectors times R^T: every joint below turns about the head at once.
+            p[:, j + 1 :] = head[:, None] + np.matmul(rel, np.swapaxes(rot, -1, -2))
 
     return step
 

@@ -57,7 +57,7 @@ INSIDE_TOLERANCE = 1e-9
 # Boundary samples per quadrant for the coarse search. 16 puts the samples at most pi/32 apart in the
 # parameter, close enough that a parabola through the best sample and its neighbours starts Newton within
 # its quadratic range; the search keeps several basins, so a coarse grid does not lose the global one.
-_SAMPLES_PER_QUADRANT = 16
+_SAMPLES_PER_QUADRANT = 8
 # Samples of the zoom level inside each coarse bracket: the bracket shrinks to 2/15 of its width, so the
 # parabola that starts Newton is within ~1e-6 (relative) of a smooth maximum.
 _ZOOM_SAMPLES = 16
@@ -232,23 +232,14 @@ def cone_contains(d_local: ArrayLike, cone: ArrayLike, tol: float = 0.0) -> Bool
     return _inside(d, c, float(tol))
 
 
-def _arc_value(psi: FloatArray, a: FloatArray, b: FloatArray, d: tuple[FloatArray, ...]) -> FloatArray:
-    """``f = d . b(psi)`` on arcs with semi-axes ``a`` (x) and ``b`` (z); all arrays broadcast together."""
-    px = a * np.cos(psi)
-    pz = b * np.sin(psi)
-    th = np.sqrt(px * px + pz * pz)
-    f: FloatArray = np.sin(th) / np.maximum(th, 1e-30) * (d[0] * px + d[2] * pz) + d[1] * np.cos(th)
-    return f
-
-
-def _boundary_point(psi: FloatArray, a: FloatArray, b: FloatArray) -> FloatArray:
-    """Boundary directions at parameters ``psi`` (M, 4) of the four quadrant arcs with semi-axes a, b.
+def _boundary_point(psi: FloatArray, a: FloatArray, b: FloatArray, quadrant: IntArray) -> FloatArray:
+    """Boundary directions at parameters ``psi`` of quadrant arcs with semi-axes ``a`` (x), ``b`` (z).
 
     The signs come from the quadrant, not from cos/sin: at psi = pi/2, cos(psi) is 6e-17, which would put
     an arc of the left side a hair to the right (outside a half-cone with right = 0).
     """
-    px = a * _X_SIGN * np.abs(np.cos(psi))
-    pz = b * _Z_SIGN * np.abs(np.sin(psi))
+    px = a * _X_SIGN[quadrant] * np.abs(np.cos(psi))
+    pz = b * _Z_SIGN[quadrant] * np.abs(np.sin(psi))
     th = np.sqrt(px * px + pz * pz)
     sinc = np.sin(th) / np.maximum(th, 1e-30)
     return np.stack((sinc * px, np.cos(th), sinc * pz), axis=-1)
@@ -279,7 +270,9 @@ _Z_SIGN = np.array([1.0, 1.0, -1.0, -1.0])
 _AXIS_Q = np.array([0, 0, 1, 2])
 _AXIS_I = np.array([0, _SAMPLES_PER_QUADRANT, _SAMPLES_PER_QUADRANT, _SAMPLES_PER_QUADRANT])
 _QUADS = np.arange(4)
-_ZOOM = np.linspace(0.0, 1.0, _ZOOM_SAMPLES)
+# cos/sin of the zoom offsets for a bracket of one and of two coarse steps (2, Z).
+_ZOOM_ANGLES = np.array([1.0, 2.0])[:, None] * np.linspace(0.0, _H, _ZOOM_SAMPLES)
+_ZOOM_COS, _ZOOM_SIN = np.cos(_ZOOM_ANGLES), np.sin(_ZOOM_ANGLES)
 
 
 def _slope_curvature(psi: FloatArray, k: tuple[FloatArray, ...]) -> tuple[FloatArray, FloatArray]:
@@ -323,9 +316,7 @@ def _nearest_on_boundary(d: FloatArray, cone: FloatArray) -> tuple[FloatArray, F
     """
     m = d.shape[0]
     n = _SAMPLES_PER_QUADRANT
-    rows = np.arange(m)[:, None]
-    dd = (d[:, 0, None], d[:, 1, None], d[:, 2, None])  # (M, 1) each
-    dd3 = tuple(v[:, :, None] for v in dd)
+    rows = np.arange(m)
     a = cone[:, _A_SIDE]  # (M, 4) semi-axes of each quadrant's arc
     b = cone[:, _B_SIDE]
 
@@ -333,24 +324,42 @@ def _nearest_on_boundary(d: FloatArray, cone: FloatArray) -> tuple[FloatArray, F
     px = a[:, :, None] * _COS
     pz = b[:, :, None] * _SIN
     th = np.sqrt(px * px + pz * pz)
-    f = np.sin(th) / np.maximum(th, 1e-30) * (dd3[0] * px + dd3[2] * pz) + dd3[1] * np.cos(th)
+    f = np.sin(th) / np.maximum(th, 1e-30) * (d[:, 0, None, None] * px + d[:, 2, None, None] * pz)
+    f += d[:, 1, None, None] * np.cos(th)
 
     # The best sample of each arc brackets that arc's best basin between its neighbours (clipped to the
     # arc, where a, b are constant and the arc is smooth). One basin per arc suffices: along one quadrant's
     # arc the distance is unimodal apart from near-ties far below the sampling resolution.
     i_c = np.argmax(f, axis=2)  # (M, 4)
-    lo = _PSI[_QUADS, np.maximum(i_c - 1, 0)]
-    hi = _PSI[_QUADS, np.minimum(i_c + 1, n)]
-    # Zoom: resample each bracket (M, 4, Z), then bracket the best zoomed sample the same way.
-    span = hi - lo
-    zpsi = lo[:, :, None] + span[:, :, None] * _ZOOM
-    fz = _arc_value(zpsi, a[:, :, None], b[:, :, None], dd3)
-    j = np.argmax(fz, axis=2)
+    dist = np.arccos(np.minimum(f[rows[:, None], _QUADS, i_c], 1.0))
+    # Arcs that cannot hold the nearest point are dropped: every point of an arc is within half a sample
+    # spacing (at most h * max(a, b): the exponential map does not lengthen) of one of its samples.
+    reach = (0.5 * _H) * np.maximum(a, b)
+    keep = dist - reach <= dist.min(axis=1, keepdims=True) + 1e-7
+    r, q = np.nonzero(keep)  # candidates: (row, arc) pairs
+    ak, bk, ik = a[r, q], b[r, q], i_c[r, q]
+    dx, dy, dz = d[r, 0], d[r, 1], d[r, 2]
+    i_lo = np.maximum(ik - 1, 0)
+    i_hi = np.minimum(ik + 1, n)
+    lo = _PSI[q, i_lo]
+
+    # Zoom: resample each bracket with _ZOOM_SAMPLES points (K, Z). The bracket is one or two coarse steps
+    # from an exact table sample, so cos/sin come from the angle-sum formula and two small tables.
+    c0, s0 = _COS[q, i_lo, None], _SIN[q, i_lo, None]
+    zc, zs = _ZOOM_COS[i_hi - i_lo - 1], _ZOOM_SIN[i_hi - i_lo - 1]
+    zpx = ak[:, None] * (c0 * zc - s0 * zs)
+    zpz = bk[:, None] * (s0 * zc + c0 * zs)
+    zth = np.sqrt(zpx * zpx + zpz * zpz)
+    fz = np.sin(zth) / np.maximum(zth, 1e-30) * (dx[:, None] * zpx + dz[:, None] * zpz)
+    fz += dy[:, None] * np.cos(zth)
+    j = np.argmax(fz, axis=1)
     last = _ZOOM_SAMPLES - 1
     jl, jr = np.maximum(j - 1, 0), np.minimum(j + 1, last)
-    step_z = span / last
-    lo, hi = lo + step_z * jl, lo + step_z * jr
-    fc, fl, fr = fz[rows, _QUADS, j], fz[rows, _QUADS, jl], fz[rows, _QUADS, jr]
+    step_z = (i_hi - i_lo) * (_H / last)
+    hi = lo + step_z * jr
+    lo = lo + step_z * jl
+    kk = np.arange(r.shape[0])
+    fc, fl, fr = fz[kk, j], fz[kk, jl], fz[kk, jr]
     # Start at the vertex of the parabola through the zoomed sample and its neighbours (within O(h^3) of
     # a smooth maximum), or halfway into the bracket at its ends.
     den = fl - 2.0 * fc + fr
@@ -362,14 +371,12 @@ def _nearest_on_boundary(d: FloatArray, cone: FloatArray) -> tuple[FloatArray, F
     # the bracket (or a non-concave spot) jumps to the bracket's end uphill instead: the maximum is often
     # exactly there (a corner, an arc's end, the fold of a zero-width arc), and bisecting toward it would
     # take dozens of halvings. A second such step in a row bisects, so it cannot bounce between the ends.
-    a2, b2 = a * a, b * b
-    consts = (dd[0] * a, dd[2] * b, 0.5 * (a2 + b2), b2 - a2, 2.0 * (b2 - a2), 0.5 * dd[1] + 0.0 * a)
-    jumped = np.zeros((m, 4), dtype=np.bool_)
-    work = (psi, lo, hi, jumped, consts)
-    flat_psi = psi.reshape(-1).copy()
-    active: IntArray | None = None
+    a2, b2 = ak * ak, bk * bk
+    consts = (dx * ak, dz * bk, 0.5 * (a2 + b2), b2 - a2, 2.0 * (b2 - a2), 0.5 * dy)
+    jumped = np.zeros(psi.shape, dtype=np.bool_)
+    result = psi.copy()
+    active = kk
     for _ in range(_NEWTON_ITERATIONS):
-        psi, lo, hi, jumped, consts = work
         slope, curv = _slope_curvature(psi, consts)
         up = slope > 0.0
         lo = np.where(up, psi, lo)
@@ -380,48 +387,35 @@ def _nearest_on_boundary(d: FloatArray, cone: FloatArray) -> tuple[FloatArray, F
         new = np.where(ok, newton, fallback)
         done = np.abs(new - psi) <= _NEWTON_STEP_TOL
         jumped = ~ok & ~jumped
-        n_done = int(np.count_nonzero(done))
-        if n_done == done.size:
-            psi = new
-            break
-        if done.size > _COMPACT_ABOVE and 2 * n_done >= done.size:
-            # A large working set shrinks to the unconverged candidates (the gathers pay off only then).
-            flat = new.reshape(-1)
-            idx = np.arange(flat.shape[0]) if active is None else active
-            flat_psi[idx[done.reshape(-1)]] = flat[done.reshape(-1)]
-            keep = ~done.reshape(-1)
-            active = idx[keep]
-            work = (
-                flat[keep],
-                lo.reshape(-1)[keep],
-                hi.reshape(-1)[keep],
-                jumped.reshape(-1)[keep],
-                tuple(np.broadcast_to(v, done.shape).reshape(-1)[keep] for v in consts),
-            )
-        else:
-            work = (new, lo, hi, jumped, consts)
         psi = new
-    if active is None:
-        flat_psi = psi.reshape(-1)
-    else:
-        flat_psi[active] = psi.reshape(-1)
-    psi = flat_psi.reshape(m, 4)
+        n_done = int(np.count_nonzero(done))
+        if n_done == done.shape[0]:
+            break
+        if done.shape[0] > _COMPACT_ABOVE and 2 * n_done >= done.shape[0]:
+            # A large working set shrinks to the unconverged candidates (the gathers pay off only then).
+            result[active[done]] = psi[done]
+            keep_w = ~done
+            active = active[keep_w]
+            psi, lo, hi, jumped = psi[keep_w], lo[keep_w], hi[keep_w], jumped[keep_w]
+            consts = tuple(v[keep_w] for v in consts)
+    result[active] = psi
 
-    # Candidates: the polished maxima of the four arcs and the four extreme directions (exact).
-    pts = _boundary_point(psi, a, b)  # (M, 4, 3)
+    # Candidates: the polished maxima of the kept arcs and the four extreme directions (exact).
+    pts = np.full((m, 8, 3), np.nan)
+    pts[r, q] = _boundary_point(result, ak, bk, q)
     ax_px = a[:, _AXIS_Q] * _COS[_AXIS_Q, _AXIS_I]
     ax_pz = b[:, _AXIS_Q] * _SIN[_AXIS_Q, _AXIS_I]
     ax_th = np.sqrt(ax_px * ax_px + ax_pz * ax_pz)
     ax_sinc = np.sin(ax_th) / np.maximum(ax_th, 1e-30)
-    ax_pts = np.stack((ax_sinc * ax_px, np.cos(ax_th), ax_sinc * ax_pz), axis=-1)  # (M, 4, 3)
-    all_pts = np.concatenate((pts, ax_pts), axis=1)
+    pts[:, 4:] = np.stack((ax_sinc * ax_px, np.cos(ax_th), ax_sinc * ax_pz), axis=-1)
     # Rank by the squared chord, not by d . b: near 1 the dot product cannot tell apart points within
-    # ~1e-8 rad of d, the chord can.
-    diff = all_pts - d[:, None, :]
+    # ~1e-8 rad of d, the chord can. Dropped arcs are NaN, ranked last.
+    diff = pts - d[:, None, :]
     chord2 = np.einsum("mcj,mcj->mc", diff, diff)
+    chord2[np.isnan(chord2)] = np.inf
     best = np.argmin(chord2, axis=1)
-    out: FloatArray = all_pts[rows[:, 0], best]
-    return out, chord2[rows[:, 0], best]
+    out: FloatArray = pts[rows, best]
+    return out, chord2[rows, best]
 
 
 def clamp_cone(d_local: ArrayLike, cone: ArrayLike, tol: float = 0.0) -> FloatArray:

@@ -130,6 +130,11 @@ def check_result(problem: ChainProblem, result: SolveResult, length_rtol: float 
     assert err < 1e-9 * max(1.0, float(lengths.sum(axis=1).max())), (
         f"joints must follow from frames and offsets (forward kinematics); worst error {err:.3g}"
     )
+    # Connected bones (offset along +Y): the frame's Y axis runs along the segment, head to next joint.
+    along_y = (np.abs(problem.offsets[..., 0]) < 1e-15) & (np.abs(problem.offsets[..., 2]) < 1e-15)
+    seg_dir = np.diff(result.positions, axis=1) / seg[..., None]
+    y_dot = np.einsum("kni,kni->kn", result.frames[..., :, 1], seg_dir)
+    assert (y_dot[along_y] > 1 - 1e-9).all(), "connected bones: frame Y axis must point along the segment"
     tip_err = np.linalg.norm(fk[:, -1] - problem.targets, axis=-1)
     assert np.allclose(tip_err, result.residual, rtol=1e-9, atol=1e-12), "residual must be |tip - target|"
     assert np.array_equal(result.reached, result.residual <= problem.tolerance), "reached == residual <= tol"

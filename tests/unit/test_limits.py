@@ -200,7 +200,7 @@ def test_inside_unchanged_and_output_inside(random_case: tuple[F64, F64, F64, F6
 
 
 def test_violation_matches_distance(random_case: tuple[F64, F64, F64, F64, F64]) -> None:
-    d, cone, out, ref, _ = random_case
+    d, cone, _, ref, _ = random_case
     inside = cone_contains(d, cone)
     v = cone_violation(d, cone)
     assert np.all(v[inside] == 0.0)
@@ -234,8 +234,13 @@ def test_circular_cone_clamps_radially() -> None:
 
 def test_straight_backward_is_deterministic_and_goes_to_the_widest_side() -> None:
     back = np.array([[0.0, -1.0, 0.0]])
-    for cone in ([0.3, 0.5, 0.4, 2.0], [2.5, 0.1, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0],
-                 [3.1, 3.1, 3.1, 3.1]):
+    for cone in (
+        [0.3, 0.5, 0.4, 2.0],
+        [2.5, 0.1, 0.0, 0.0],
+        [0.0, 0.0, 0.0, 0.0],
+        [1.0, 1.0, 1.0, 1.0],
+        [3.1, 3.1, 3.1, 3.1],
+    ):
         c = np.array([cone])
         out = clamp_cone(back, c)
         assert np.all(np.isfinite(out))
@@ -409,8 +414,14 @@ def test_apply_joint_limits_row_independence() -> None:
     twist = np.sort(rng.uniform(-np.pi, np.pi, size=(m, 2)), axis=1)
     uc, ut = rng.random(m) < 0.5, rng.random(m) < 0.5
     full = apply_joint_limits(ref, frame, cone, uc, twist, ut)
-    one = np.concatenate([apply_joint_limits(ref[i : i + 1], frame[i : i + 1], cone[i : i + 1], uc[i : i + 1],
-                                             twist[i : i + 1], ut[i : i + 1]) for i in range(0, m, 7)])
+    one = np.concatenate(
+        [
+            apply_joint_limits(
+                ref[i : i + 1], frame[i : i + 1], cone[i : i + 1], uc[i : i + 1], twist[i : i + 1], ut[i : i + 1]
+            )
+            for i in range(0, m, 7)
+        ]
+    )
     assert np.abs(full[::7] - one).max() < 1e-12
 
 
@@ -420,8 +431,14 @@ def test_argument_errors() -> None:
     with pytest.raises(ValueError, match="rows"):
         clamp_cone(np.zeros((3, 3)), np.zeros((2, 4)))
     with pytest.raises(ValueError, match="rows"):
-        apply_joint_limits(np.zeros((2, 3, 3)), np.zeros((3, 3, 3)), np.zeros((3, 4)), np.ones(3, bool),
-                           np.zeros((3, 2)), np.ones(3, bool))
+        apply_joint_limits(
+            np.zeros((2, 3, 3)),
+            np.zeros((3, 3, 3)),
+            np.zeros((3, 4)),
+            np.ones(3, bool),
+            np.zeros((3, 2)),
+            np.ones(3, bool),
+        )
 
 
 # ------------------------------------------------------------------------------------------------------

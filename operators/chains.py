@@ -1,0 +1,552 @@
+"""Chain and limit set-up without Python: add/remove/move chains, chains from a hierarchy, limit presets.
+
+Every operator here is undoable and reports what it did, or why it could not, naming the object and bone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import bpy
+import numpy as np
+from bpy.props import BoolProperty, EnumProperty, IntProperty
+from bpy.types import Context, Object, Operator, PoseBone
+from mathutils import Matrix, Vector
+
+from ..rig.compat import classes_factory
+from ..rig.props import ReachBoneLimits, ReachChain, ReachRigSettings, bone_limits, rig_settings
+
+# ---------------------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _armature(context: Context) -> Object | None:
+    obj = context.active_object
+    return obj if obj is not None and obj.type == "ARMATURE" else None
+
+
+def _poll_armature(cls: type[Operator], context: Context) -> bool:
+    if _armature(context) is None:
+        cls.poll_message_set("Reach IK: make an armature the active object first")
+        return False
+    if context.mode not in {"OBJECT", "POSE"}:
+        cls.poll_message_set("Reach IK: switch to Object or Pose Mode")
+        return False
+    return True
+
+
+def _is_selected(pb: PoseBone) -> bool:
+    # Blender 5.0 moved pose selection from Bone.select to PoseBone.select.
+    if "select" in pb.bl_rna.properties:
+        return bool(pb.select)
+    return bool(pb.bone.select)
+
+
+def _active_pose_bone(context: Context, obj: Object) -> PoseBone | None:
+    pb = context.active_pose_bone
+    if pb is not None and pb.id_data == obj:
+        return pb
+    active = obj.data.bones.active
+    return obj.pose.bones.get(active.name) if active is not None else None
+
+
+def _parent_line(pb: PoseBone) -> list[PoseBone]:
+    """`pb`, its parent, its parent's parent... up to the root."""
+    line = [pb]
+    while line[-1].parent is not None:
+        line.append(line[-1].parent)
+    return line
+
+
+def _world_scale(obj: Object) -> float:
+    return float(np.linalg.norm(np.array(obj.matrix_world.to_3x3()), axis=0).mean())
+
+
+def _collection_for(context: Context, obj: Object) -> bpy.types.Collection:
+    """Where new Empties go: the armature's own (editable) collection, else the scene's."""
+    for coll in obj.users_collection:
+        if coll.library is None and not getattr(coll, "override_library", None):
+            return coll
+    return context.scene.collection
+
+
+def _new_empty(
+    context: Context, rig: Object, name: str, matrix: Matrix, size: float, display: str
+) -> Object:
+    ob = bpy.data.objects.new(name, None)
+    ob.empty_display_type = display
+    ob.empty_display_size = size
+    _collection_for(context, rig).objects.link(ob)
+    ob.matrix_world = matrix
+    return ob
+
+
+def _tip_matrix(obj: Object, pb: PoseBone) -> Matrix:
+    """World matrix at the tip's tail, oriented like the posed tip bone (unit scale)."""
+    world = obj.matrix_world
+    rot = (world.to_3x3() @ pb.matrix.to_3x3()).normalized().to_quaternion()
+    return Matrix.LocRotScale(world @ pb.tail, rot, None)
+
+
+def pole_location(root: Vector, middle: Vector, tip: Vector, fallback: Vector) -> Vector:
+    """A pole in front of the current bend of a two-bone chain, so adding it changes nothing.
+
+    The two-bone solver bends toward the pole's side of the root->target line. Placed at the middle joint,
+    pushed out along the current bend direction (perpendicular to root->tip) by half the chain's length,
+    the pole names exactly the bend the chain already has. A straight chain has no bend: `fallback` (the
+    upper bone's +Z) decides, and the pose still does not move because a straight chain has one solution.
+    """
+    chord = tip - root
+    reach = (middle - root).length + (tip - middle).length
+    if chord.length < 1e-9:
+        chord = middle - root
+    axis = chord.normalized()
+    side = (middle - root) - axis * (middle - root).dot(axis)
+    if side.length <= 1e-4 * max(reach, 1e-9):
+        side = fallback - axis * fallback.dot(axis)
+        if side.length < 1e-9:
+            side = axis.orthogonal()
+    return middle + side.normalized() * (0.5 * reach)
+
+
+def _unique_name(settings: ReachRigSettings, base: str) -> str:
+    names = {ch.name for ch in settings.chains}
+    if base not in names:
+        return base
+    i = 2
+    while f"{base}.{i:03d}" in names:
+        i += 1
+    return f"{base}.{i:03d}"
+
+
+def _uses(settings: ReachRigSettings, ob: Object, skip: ReachChain | None = None) -> bool:
+    return any((ch.target == ob or ch.pole == ob) for ch in settings.chains if ch != skip)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Chains
+# ---------------------------------------------------------------------------------------------------------
+
+
+class REACH_OT_chain_add(Operator):
+    """Add an IK chain ending at the active bone, with a new Empty target at its tip (and a pole for two
+    bones). The chain runs up to the farthest selected bone in the tip's parent line (2 bones if only the
+    tip is selected)"""
+
+    bl_idname = "reach.chain_add"
+    bl_label = "Add Chain"
+    bl_options = {"REGISTER", "UNDO"}
+
+    length: IntProperty(
+        name="Length", description="Bones counted up from the tip; 0 = from the selected bones (or 2)",
+        default=0, min=0, soft_max=64,
+    )
+    add_pole: BoolProperty(
+        name="Add Pole", description="Two-bone chains: also create a pole Empty in front of the current bend",
+        default=True,
+    )
+
+    @classmethod
+    def poll(cls, context: Context) -> bool:
+        return _poll_armature(cls, context)
+
+    def execute(self, context: Context) -> set[str]:
+        obj = _armature(context)
+        if obj is None:
+            self.report({"ERROR"}, "Reach IK: make an armature the active object first")
+            return {"CANCELLED"}
+        pb = _active_pose_bone(context, obj)
+        if pb is None:
+            self.report({"ERROR"}, f"Reach IK: '{obj.name}' has no active bone: click the chain's tip bone first")
+            return {"CANCELLED"}
+        settings = rig_settings(obj)
+        for ch in settings.chains:
+            if ch.tip_bone == pb.name:
+                self.report(
+                    {"ERROR"},
+                    f"Reach IK: chain '{ch.name}' already ends at bone '{pb.name}': select it in the list to "
+                    "edit it, or pick another tip bone",
+                )
+                return {"CANCELLED"}
+        line = _parent_line(pb)
+        if self.length:
+            n = self.length
+            if n > len(line):
+                self.report(
+                    {"ERROR"},
+                    f"Reach IK: length {n} is longer than the hierarchy above '{pb.name}' ({len(line)} bones): "
+                    f"use {len(line)} or less",
+                )
+                return {"CANCELLED"}
+        else:
+            selected = [i for i, b in enumerate(line) if _is_selected(b)]
+            far = max(selected, default=0) + 1
+            n = far if far > 1 else min(2, len(line))
+        chain_bones = line[:n]
+        scale = _world_scale(obj)
+        tip_len = max(pb.length * scale, 1e-4)
+
+        target = _new_empty(context, obj, f"{pb.name}.target", _tip_matrix(obj, pb), 0.3 * tip_len, "SPHERE")
+        pole: Object | None = None
+        if n == 2 and self.add_pole:
+            world = obj.matrix_world
+            root_pb, tip_pb = chain_bones[1], chain_bones[0]
+            fallback = (world.to_3x3() @ root_pb.matrix.to_3x3()).col[2]
+            loc = pole_location(world @ root_pb.head, world @ tip_pb.head, world @ tip_pb.tail, fallback)
+            pole = _new_empty(context, obj, f"{pb.name}.pole", Matrix.Translation(loc), 0.2 * tip_len, "PLAIN_AXES")
+
+        ch = settings.chains.add()
+        ch.name = _unique_name(settings, pb.name)
+        ch.tip_bone = pb.name
+        ch.chain_length = n
+        ch.solver = "TWO_BONE" if n == 2 else "FABRIK"
+        ch.target = target
+        ch.created_target = True
+        if pole is not None:
+            ch.pole = pole
+            ch.created_pole = True
+        settings.active_chain_index = len(settings.chains) - 1
+        extra = f" and pole '{pole.name}'" if pole is not None else ""
+        self.report(
+            {"INFO"},
+            f"Reach IK: chain '{ch.name}' ({n} bones up from '{pb.name}', {ch.solver}) with target "
+            f"'{target.name}'{extra}; move the target to pose the chain",
+        )
+        return {"FINISHED"}
+
+
+class REACH_OT_chain_remove(Operator):
+    """Remove the active chain (optionally with the Empties that Add Chain created for it)"""
+
+    bl_idname = "reach.chain_remove"
+    bl_label = "Remove Chain"
+    bl_options = {"REGISTER", "UNDO"}
+
+    delete_empties: BoolProperty(
+        name="Delete Created Empties",
+        description="Also delete the target/pole Empties that Add Chain created for this chain "
+        "(never objects you picked yourself, nor ones another chain still uses)",
+        default=True,
+    )
+
+    @classmethod
+    def poll(cls, context: Context) -> bool:
+        if not _poll_armature(cls, context):
+            return False
+        obj = _armature(context)
+        assert obj is not None
+        if not len(rig_settings(obj).chains):
+            cls.poll_message_set("Reach IK: this armature has no chains")
+            return False
+        return True
+
+    def execute(self, context: Context) -> set[str]:
+        obj = _armature(context)
+        settings = rig_settings(obj) if obj is not None else None
+        if obj is None or settings is None or not len(settings.chains):
+            self.report({"ERROR"}, "Reach IK: the active object has no chains to remove")
+            return {"CANCELLED"}
+        i = settings.active_chain_index
+        if not 0 <= i < len(settings.chains):
+            self.report({"ERROR"}, f"Reach IK: no active chain (index {i}): click a chain in the list")
+            return {"CANCELLED"}
+        ch = settings.chains[i]
+        name = ch.name
+        doomed: list[Object] = []
+        if self.delete_empties:
+            for ob, created in ((ch.target, ch.created_target), (ch.pole, ch.created_pole)):
+                if ob is not None and created and ob.type == "EMPTY" and not _uses(settings, ob, skip=ch):
+                    doomed.append(ob)
+        settings.chains.remove(i)
+        settings.active_chain_index = min(i, max(len(settings.chains) - 1, 0))
+        deleted = [ob.name for ob in doomed]
+        for ob in doomed:
+            bpy.data.objects.remove(ob)
+        note = f" and deleted {', '.join(repr(n) for n in deleted)}" if deleted else ""
+        self.report({"INFO"}, f"Reach IK: removed chain '{name}'{note}")
+        return {"FINISHED"}
+
+
+class REACH_OT_chain_move(Operator):
+    """Move the active chain up or down in the list (order is only for display; the solver orders chains
+    by the hierarchy)"""
+
+    bl_idname = "reach.chain_move"
+    bl_label = "Move Chain"
+    bl_options = {"REGISTER", "UNDO"}
+
+    direction: EnumProperty(
+        name="Direction", items=[("UP", "Up", "Move up the list"), ("DOWN", "Down", "Move down the list")],
+        default="UP",
+    )
+
+    @classmethod
+    def poll(cls, context: Context) -> bool:
+        return _poll_armature(cls, context)
+
+    def execute(self, context: Context) -> set[str]:
+        obj = _armature(context)
+        if obj is None:
+            self.report({"ERROR"}, "Reach IK: make an armature the active object first")
+            return {"CANCELLED"}
+        settings = rig_settings(obj)
+        i, count = settings.active_chain_index, len(settings.chains)
+        if not 0 <= i < count:
+            self.report({"ERROR"}, f"Reach IK: '{obj.name}' has no active chain to move")
+            return {"CANCELLED"}
+        j = i - 1 if self.direction == "UP" else i + 1
+        if not 0 <= j < count:
+            self.report({"INFO"}, f"Reach IK: chain '{settings.chains[i].name}' is already at the "
+                        f"{'top' if self.direction == 'UP' else 'bottom'}")
+            return {"CANCELLED"}
+        settings.chains.move(i, j)
+        settings.active_chain_index = j
+        return {"FINISHED"}
+
+
+def hierarchy_chains(parents: dict[str, str | None], children: dict[str, list[str]]) -> list[list[str]]:
+    """The chains `reach.chains_from_hierarchy` creates, as bone names root first (see its docstring)."""
+    out: list[list[str]] = []
+    for name, kids in children.items():
+        if kids:
+            continue
+        line = [name]
+        while parents[line[-1]] is not None:
+            line.append(parents[line[-1]])  # type: ignore[arg-type]  # checked non-None just above
+        # Up to, not including, the hierarchy's root bone; a lone bone (its own root) keeps itself.
+        bones = line[:-1] if len(line) > 1 else line
+        out.append(list(reversed(bones)))
+    return out
+
+
+class REACH_OT_chains_from_hierarchy(Operator):
+    """Split the armature's hierarchy at every fork: one FABRIK chain and one target Empty per leaf bone.
+
+    Rule: every leaf bone (a bone without children) gets a FABRIK chain that runs from the leaf up to just
+    below the root bone of its hierarchy, so the root (hips, body, a root/master bone) stays where the
+    animator puts it and everything hanging from it reaches. Chains that pass through the same bones (two
+    legs through a spider's body, fingers and head through a spine) share them, and the solver solves
+    FABRIK chains that share bones together as one multi-effector tree: each fork bone is pulled toward all
+    of its branches by their weights. A bone that hangs straight from the root gives a one-bone chain; a
+    lone bone (no parent, no children) gets a one-bone chain of itself. Targets are Empties at each leaf's
+    tail, so nothing moves until a target does. Leaves that already end a chain are skipped. With
+    Selected Only (pose mode), only leaves at or below the selected bones get chains.
+    """
+
+    bl_idname = "reach.chains_from_hierarchy"
+    bl_label = "Chains from Hierarchy"
+    bl_options = {"REGISTER", "UNDO"}
+
+    selected_only: BoolProperty(
+        name="Selected Only", description="Only leaves at or below the selected bones", default=False
+    )
+    deform_only: BoolProperty(
+        name="Deform Bones Only",
+        description="Ignore bones with Deform off (control and mechanism bones) when finding leaves",
+        default=False,
+    )
+
+    @classmethod
+    def poll(cls, context: Context) -> bool:
+        return _poll_armature(cls, context)
+
+    def execute(self, context: Context) -> set[str]:
+        obj = _armature(context)
+        if obj is None:
+            self.report({"ERROR"}, "Reach IK: make an armature the active object first")
+            return {"CANCELLED"}
+        settings = rig_settings(obj)
+        pbs = obj.pose.bones
+        keep = {pb.name for pb in pbs if pb.bone.use_deform or not self.deform_only}
+        if not keep:
+            self.report({"ERROR"}, f"Reach IK: '{obj.name}' has no deform bones: turn Deform Bones Only off")
+            return {"CANCELLED"}
+
+        def kept_parent(pb: PoseBone) -> str | None:
+            p = pb.parent
+            while p is not None and p.name not in keep:
+                p = p.parent
+            return p.name if p is not None else None
+
+        parents = {pb.name: kept_parent(pb) for pb in pbs if pb.name in keep}
+        children: dict[str, list[str]] = {name: [] for name in parents}
+        for name, p in parents.items():
+            if p is not None:
+                children[p].append(name)
+        chains = hierarchy_chains(parents, children)
+        if self.selected_only:
+            chosen = {pb.name for pb in pbs if _is_selected(pb)}
+            if not chosen:
+                self.report({"ERROR"}, f"Reach IK: no bones of '{obj.name}' are selected (Selected Only is on)")
+                return {"CANCELLED"}
+            chains = [c for c in chains if _in_subtree(pbs[c[-1]], chosen)]
+        used = {ch.tip_bone for ch in settings.chains}
+        skipped = [c[-1] for c in chains if c[-1] in used]
+        chains = [c for c in chains if c[-1] not in used]
+        if not chains:
+            why = f" ({len(skipped)} leaves already end a chain)" if skipped else ""
+            self.report({"WARNING"}, f"Reach IK: no new chains for '{obj.name}'{why}")
+            return {"CANCELLED"}
+        scale = _world_scale(obj)
+        for bones in chains:
+            tip = pbs[bones[-1]]
+            # Chain bones must be contiguous parents: with deform_only, skipped bones in between count too.
+            length = len(_parent_line(tip)) - len(_parent_line(pbs[bones[0]])) + 1
+            target = _new_empty(
+                context, obj, f"{tip.name}.target", _tip_matrix(obj, tip), max(0.3 * tip.length * scale, 1e-4),
+                "SPHERE",
+            )
+            ch = settings.chains.add()
+            ch.name = _unique_name(settings, tip.name)
+            ch.tip_bone = tip.name
+            ch.chain_length = length
+            ch.solver = "FABRIK"
+            ch.target = target
+            ch.created_target = True
+        settings.active_chain_index = len(settings.chains) - 1
+        note = f"; skipped {len(skipped)} leaves that already end a chain" if skipped else ""
+        self.report({"INFO"}, f"Reach IK: added {len(chains)} chain(s) to '{obj.name}', one target per leaf{note}")
+        return {"FINISHED"}
+
+
+def _in_subtree(pb: PoseBone, chosen: set[str]) -> bool:
+    return any(b.name in chosen for b in _parent_line(pb))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Limit presets
+# ---------------------------------------------------------------------------------------------------------
+
+PRESET_ITEMS = [
+    ("BALL", "Ball", "Ball-and-socket (hip, wrist): 60° every way, free twist"),
+    ("HINGE", "Hinge", "Bends both ways in one plane (150°), no side swing, twist ±5°"),
+    ("SHOULDER", "Shoulder", "Wide ellipse: 100° in the bend plane, 70° across it, twist ±60°"),
+    ("KNEE", "Knee / Elbow", "Bends one way (150°) and straightens only to straight, twist ±5°"),
+    ("SPINE", "Spine", "One vertebra: 25° in the bend plane, 20° across, twist ±15°"),
+]
+
+
+def bend_axes(rest_parent_dir: Iterable[float]) -> tuple[str, str, float]:
+    """Which cone sides a bone bends toward, from its parent's rest direction in its reference frame.
+
+    Returns ``(bend, straighten, rest_angle)``: the side the bone bends further toward, the opposite side
+    (toward straight) and the rest bend angle in radians. A bone straight in line with its parent (or a
+    root) bends toward ``'up'`` (+Z): Blender's limbs, Rigify's metarig included, bend about the bone's X
+    axis, toward +Z.
+    """
+    p = np.asarray(list(rest_parent_dir), dtype=np.float64)
+    p = p / max(float(np.linalg.norm(p)), 1e-12)
+    angle = float(math.atan2(math.hypot(p[0], p[2]), p[1]))
+    if angle < math.radians(1.0):
+        return "up", "down", 0.0
+    # Bending further moves the bone's +Y away from the parent's direction: toward -p in the X-Z plane.
+    if abs(p[2]) >= abs(p[0]):
+        return ("up", "down", angle) if p[2] < 0 else ("down", "up", angle)
+    return ("right", "left", angle) if p[0] < 0 else ("left", "right", angle)
+
+
+_ACROSS = {"up": ("left", "right"), "down": ("left", "right"), "left": ("up", "down"), "right": ("up", "down")}
+
+
+def preset_values(preset: str, rest_parent_dir: Iterable[float]) -> dict[str, float | bool]:
+    """The limit settings a preset writes, for a bone whose parent points along `rest_parent_dir`."""
+    bend, straighten, rest = bend_axes(rest_parent_dir)
+    across = _ACROSS[bend]
+    deg = math.radians
+    cone = {"up": 0.0, "down": 0.0, "left": 0.0, "right": 0.0}
+    twist: tuple[float, float] | None
+    if preset == "BALL":
+        cone = dict.fromkeys(cone, deg(60.0))
+        twist = None
+    elif preset == "HINGE":
+        cone[bend] = cone[straighten] = deg(150.0)
+        cone[across[0]] = cone[across[1]] = deg(2.0)
+        twist = (deg(-5.0), deg(5.0))
+    elif preset == "KNEE":
+        cone[bend] = deg(150.0)
+        # Back to straight (the rest bend) and no further: no hyperextension.
+        cone[straighten] = max(rest, deg(1.0))
+        cone[across[0]] = cone[across[1]] = deg(2.0)
+        twist = (deg(-5.0), deg(5.0))
+    elif preset == "SHOULDER":
+        cone[bend] = cone[straighten] = deg(100.0)
+        cone[across[0]] = cone[across[1]] = deg(70.0)
+        twist = (deg(-60.0), deg(60.0))
+    elif preset == "SPINE":
+        cone[bend] = cone[straighten] = deg(25.0)
+        cone[across[0]] = cone[across[1]] = deg(20.0)
+        twist = (deg(-15.0), deg(15.0))
+    else:
+        raise ValueError(f"unknown limits preset {preset!r}: use one of {[p[0] for p in PRESET_ITEMS]}")
+    values: dict[str, float | bool] = {f"cone_{side}": v for side, v in cone.items()}
+    values["use_cone"] = True
+    values["use_twist"] = twist is not None
+    if twist is not None:
+        values["twist_min"], values["twist_max"] = twist
+    return values
+
+
+def rest_parent_direction(pb: PoseBone) -> tuple[float, float, float]:
+    """The parent's rest +Y in `pb`'s rest frame ((0, 1, 0) for a root bone)."""
+    bone = pb.bone
+    if bone.parent is None:
+        return (0.0, 1.0, 0.0)
+    rel = bone.matrix_local.to_3x3().transposed() @ bone.parent.matrix_local.to_3x3()
+    y = rel.col[1]
+    return (y.x, y.y, y.z)
+
+
+class REACH_OT_limits_preset(Operator):
+    """Fill the joint limits of the active and selected pose bones from a preset (cone sides follow each
+    bone's rest bend, so knees and elbows bend the way they are modelled)"""
+
+    bl_idname = "reach.limits_preset"
+    bl_label = "Limits Preset"
+    bl_options = {"REGISTER", "UNDO"}
+
+    preset: EnumProperty(name="Preset", items=PRESET_ITEMS, default="BALL")
+    selected: BoolProperty(
+        name="Selected Bones Too", description="Also set the selected pose bones, not only the active one",
+        default=True,
+    )
+
+    @classmethod
+    def poll(cls, context: Context) -> bool:
+        if not _poll_armature(cls, context):
+            return False
+        obj = _armature(context)
+        assert obj is not None
+        if _active_pose_bone(context, obj) is None:
+            cls.poll_message_set("Reach IK: click a bone first: presets set the active bone's limits")
+            return False
+        return True
+
+    def execute(self, context: Context) -> set[str]:
+        obj = _armature(context)
+        pb = _active_pose_bone(context, obj) if obj is not None else None
+        if obj is None or pb is None:
+            self.report({"ERROR"}, "Reach IK: click the bone whose limits the preset should set")
+            return {"CANCELLED"}
+        bones = [pb]
+        if self.selected:
+            bones += [b for b in obj.pose.bones if b != pb and _is_selected(b)]
+        for b in bones:
+            limits: ReachBoneLimits = bone_limits(b)
+            for key, value in preset_values(self.preset, rest_parent_direction(b)).items():
+                setattr(limits, key, value)
+        label = next(p[1] for p in PRESET_ITEMS if p[0] == self.preset)
+        names = ", ".join(f"'{b.name}'" for b in bones[:4]) + (" ..." if len(bones) > 4 else "")
+        self.report({"INFO"}, f"Reach IK: {label} limits on {names}")
+        return {"FINISHED"}
+
+
+classes = (
+    REACH_OT_chain_add,
+    REACH_OT_chain_remove,
+    REACH_OT_chain_move,
+    REACH_OT_chains_from_hierarchy,
+    REACH_OT_limits_preset,
+)
+register, unregister = classes_factory(classes)

@@ -1,0 +1,137 @@
+"""The headless CLI on a real Blender: bake a shot, replay it in a fresh process, check, usage, OpenJD."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Blender
+
+TOL = 1e-3
+
+MAKE_SHOT = r"""
+import bpy, json, sys
+argv = sys.argv[sys.argv.index("--") + 1:]
+out, wobble, broken = argv[0], float(argv[1]), argv[2] == "broken"
+bpy.ops.wm.read_homefile(use_empty=True)
+arm = bpy.data.armatures.new("Arm")
+rig = bpy.data.objects.new("Rig", arm)
+bpy.context.scene.collection.objects.link(rig)
+bpy.context.view_layer.objects.active = rig
+bpy.ops.object.mode_set(mode="EDIT")
+prev = None
+for i, (h, t) in enumerate([((0, 0, 0), (0.1, 0, 1)), ((0.1, 0, 1), (0, 0, 2)), ((0, 0, 2), (0.1, 0, 3))]):
+    eb = arm.edit_bones.new(f"b{i}")
+    eb.head, eb.tail = h, t
+    if prev:
+        eb.parent, eb.use_connect = prev, True
+    prev = eb
+bpy.ops.object.mode_set(mode="OBJECT")
+rig.pose.bones["b1"].rotation_mode = "XYZ"
+target = bpy.data.objects.new("Target", None)
+bpy.context.scene.collection.objects.link(target)
+for frame, loc in ((1, (0.8, 0.2, 2.2)), (24, (-0.6, wobble, 2.4)), (48, (0.3, -0.8, 1.8))):
+    target.location = loc
+    target.keyframe_insert("location", frame=frame)
+ch = rig.reach_ik.chains.add()
+ch.name, ch.tip_bone, ch.chain_length, ch.target = "arm", ("nope" if broken else "b2"), 3, target
+rig.reach_ik.start_from = "REST"
+bpy.context.scene.frame_start, bpy.context.scene.frame_end = 1, 48
+bpy.ops.wm.save_as_mainfile(filepath=out)
+print("RESULT " + json.dumps({"saved": out}))
+"""
+
+REPLAY = r"""
+import bpy, json
+rig = bpy.data.objects["Rig"]
+rig.reach_ik.live = False
+target = bpy.data.objects["Target"]
+out = {"enabled": [c.enabled for c in rig.reach_ik.chains], "frames": {}, "keys": 0}
+ad = rig.animation_data
+out["has_action"] = bool(ad and ad.action)
+for frame in (1, 7, 20, 24, 33, 48):
+    bpy.context.scene.frame_set(frame)
+    deps = bpy.context.evaluated_depsgraph_get()
+    ev = rig.evaluated_get(deps)
+    tip = ev.matrix_world @ ev.pose.bones["b2"].tail
+    out["frames"][frame] = (tip - target.matrix_world.translation).length
+print("RESULT " + json.dumps(out))
+"""
+
+
+def _shot(blender: Blender, path: Path, wobble: float = 0.7, broken: bool = False) -> Path:
+    blender.python(MAKE_SHOT, str(path), str(wobble), "broken" if broken else "ok")
+    assert path.exists()
+    return path
+
+
+def test_cli_bake_then_replay_in_fresh_process(installed: Blender, tmp_path: Path) -> None:
+    shot = _shot(installed, tmp_path / "shot.blend")
+    before = shot.read_bytes()
+    out, report = tmp_path / "out.blend", tmp_path / "r.json"
+    proc = installed.run(["-b", str(shot), "-c", "reach_ik", "bake", "--frames", "1-48",
+                          "--output", str(out), "--report", str(report)])
+    assert "baked 'Rig'" in proc.stdout, proc.stdout[-2000:]
+    assert shot.read_bytes() == before, "the input file is never overwritten without --in-place"
+    data = json.loads(report.read_text())
+    assert data["ok"] and data["rigs"][0]["frames_baked"] == 48, data
+    chain = data["rigs"][0]["chains"][0]
+    assert chain["name"] == "arm" and chain["max_residual"] <= TOL, chain
+    assert {"mean_residual", "mean_iterations"} <= chain.keys()
+    result = installed.python(REPLAY, blend=out)
+    assert result["has_action"] and result["enabled"] == [False], result
+    for frame, dist in result["frames"].items():
+        assert dist <= TOL, f"frame {frame}: baked tip is {dist:.2e} from the target when replayed (live off)"
+
+
+def test_cli_check_and_usage(installed: Blender, tmp_path: Path) -> None:
+    good = _shot(installed, tmp_path / "good.blend")
+    ok = installed.run(["-b", str(good), "-c", "reach_ik", "check"], check=False)
+    assert ok.returncode == 0, ok.stdout[-2000:]
+    broken = _shot(installed, tmp_path / "broken.blend", broken=True)
+    bad = installed.run(["-b", str(broken), "-c", "reach_ik", "check"], check=False)
+    assert bad.returncode == 1, f"check must exit 1 on a broken rig: {bad.returncode}\n{bad.stdout[-2000:]}"
+    assert "INVALID Rig / arm" in bad.stdout and "bone 'nope'" in bad.stdout, bad.stdout[-2000:]
+    usage = installed.run(["-b", str(good), "-c", "reach_ik", "bake", "--frobnicate"], check=False)
+    assert usage.returncode == 2, f"a bad flag must exit 2: {usage.returncode}"
+    assert "usage:" in usage.stderr + usage.stdout
+    helped = installed.run(["-c", "reach_ik", "--help"], check=False)
+    assert helped.returncode == 0 and "bake" in helped.stdout
+
+
+def test_openjd_job_bakes_two_shots(installed: Blender, tmp_path: Path) -> None:
+    openjd = shutil.which("openjd") or str(Path(sys.executable).parent / "openjd")
+    assert Path(openjd).exists(), "openjd-cli is pinned in requirements/dev.txt"
+    shots = [_shot(installed, tmp_path / f"shot{i}.blend", wobble=0.3 * i) for i in (1, 2)]
+    bundle, out = tmp_path / "bundle", tmp_path / "baked"
+    installed.run(["-c", "reach_ik", "openjd", *map(str, shots), "--bundle", str(bundle), "--output-dir", str(out),
+                   "--frames", "1-24", "--blender", installed.exe])
+    template = bundle / "template.json"
+    check = subprocess.run([openjd, "check", str(template)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    env = dict(os.environ, BLENDER_USER_RESOURCES=str(installed.resources), REAL_BLENDER_QUIET="1")
+    params = f"file://{bundle / 'job_params.json'}"
+    run = subprocess.run([openjd, "run", str(template), "--step", "Bake", "-p", params], capture_output=True, text=True,
+                         env=env, timeout=600, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    for shot in shots:
+        baked, report = out / f"{shot.stem}_baked.blend", out / f"{shot.stem}_report.json"
+        assert baked.exists() and report.exists(), f"the task for {shot.name} wrote no output: {run.stdout[-3000:]}"
+        data = json.loads(report.read_text())
+        assert data["ok"] and data["rigs"][0]["frames_baked"] == 24, data
+        replay = installed.python(REPLAY, blend=baked)
+        assert max(d for f, d in replay["frames"].items() if int(f) <= 24) <= TOL, replay
+
+
+@pytest.mark.parametrize("flag", ["--in-place"])
+def test_cli_in_place(installed: Blender, tmp_path: Path, flag: str) -> None:
+    shot = _shot(installed, tmp_path / "inplace.blend")
+    installed.run(["-b", str(shot), "-c", "reach_ik", "bake", "--frames", "1-10", flag])
+    assert not list(tmp_path.glob("*.blend1")) and not list(tmp_path.glob(".*tmp*")), list(tmp_path.iterdir())
+    result = installed.python(REPLAY, blend=shot)
+    assert result["has_action"] and result["frames"]["7"] <= TOL, result
