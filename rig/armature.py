@@ -50,16 +50,22 @@ def _matrices(collection: bpy.types.bpy_prop_collection, attr: str, n: int) -> F
     return buf.reshape(n, 4, 4).transpose(0, 2, 1).astype(np.float64)
 
 
-def skeleton(obj: bpy.types.Object) -> Skeleton:
-    """The armature's hierarchy and rest data, cached while names and rest matrices are unchanged."""
+def skeleton(obj: bpy.types.Object, trust_cache: bool = False) -> Skeleton:
+    """The armature's hierarchy and rest data, cached while names and rest matrices are unchanged.
+
+    With `trust_cache` (live solving, where renames and edits arrive as depsgraph updates that clear the
+    cache) the bone names are not re-read: listing them costs more than the rest of a small solve.
+    """
     arm = obj.data
     pose_bones = obj.pose.bones
-    names = tuple(pose_bones.keys())
-    n = len(names)
+    n = len(pose_bones)
     rest_arm = _matrices(arm.bones, "matrix_local", n)
     key = arm.as_pointer()
     cached = _skeletons.get(key)
     fingerprint = rest_arm.tobytes()
+    if cached is not None and trust_cache and len(cached[0]) == n and cached[1] == fingerprint:
+        return cached[2]
+    names = tuple(pose_bones.keys())
     if cached is not None and cached[0] == names and cached[1] == fingerprint:
         return cached[2]
     bone_names = tuple(arm.bones.keys())
@@ -93,6 +99,7 @@ def skeleton(obj: bpy.types.Object) -> Skeleton:
 
 def forget_cache() -> None:
     _skeletons.clear()
+    _object_index.clear()
 
 
 def pose_matrices(obj: bpy.types.Object) -> F64:
@@ -112,6 +119,34 @@ def basis_parts(obj: bpy.types.Object) -> tuple[F64, F64, F64]:
         pose_bones.foreach_get(attr, buf)
         out.append(buf.reshape(n, 3).astype(np.float64))
     return basis, out[0], out[1]
+
+
+_object_index: dict[str, int] = {}
+
+
+def object_matrices(objects: list[bpy.types.Object]) -> F64:
+    """(n,4,4) world matrices of `objects`, read for all of bpy.data.objects in one foreach_get.
+
+    Converting Matrix objects one by one costs ~10 us each; a rig with 100 targets would spend a
+    millisecond per update on that alone. Indices into bpy.data.objects are cached and verified.
+    """
+    coll = bpy.data.objects
+    total = len(coll)
+    buf = np.empty(total * 16, dtype=np.float32)
+    coll.foreach_get("matrix_world", buf)
+    mats = buf.reshape(total, 4, 4).transpose(0, 2, 1).astype(np.float64)
+    out = np.empty((len(objects), 4, 4))
+    for k, ob in enumerate(objects):
+        i = _object_index.get(ob.name, -1)
+        if not (0 <= i < total and coll[i] == ob):
+            _object_index.clear()
+            _object_index.update({o.name: j for j, o in enumerate(coll) if o.library is None})
+            i = _object_index.get(ob.name, -1)
+            if not (0 <= i < total and coll[i] == ob):  # e.g. a linked object sharing a local name
+                out[k] = np.array(ob.matrix_world, dtype=np.float64)
+                continue
+        out[k] = mats[i]
+    return out
 
 
 def pose_tails(obj: bpy.types.Object) -> F64:
@@ -153,6 +188,18 @@ def local_rotations(
     return np.swapaxes(ref, -1, -2) @ frames
 
 
+_MODE_ITEMS = bpy.types.PoseBone.bl_rna.properties["rotation_mode"].enum_items
+_MODE_NAMES = {item.value: item.identifier for item in _MODE_ITEMS}
+
+
+def rotation_mode_values(obj: bpy.types.Object) -> np.ndarray:
+    """Every pose bone's rotation mode as its enum value, in one call (see `_MODE_NAMES`)."""
+    pose_bones = obj.pose.bones
+    buf = np.empty(len(pose_bones), dtype=np.int32)
+    pose_bones.foreach_get("rotation_mode", buf)
+    return buf
+
+
 def rotations_to_channels(
     obj: bpy.types.Object,
     bones: list[int],
@@ -164,9 +211,8 @@ def rotations_to_channels(
     Quaternions keep sign continuity, Eulers stay compatible with the previous value (no flips), and
     axis-angle keeps its axis on the previous side. Returns the channel names that changed.
     """
-    pose_bones = obj.pose.bones
-    modes = [pose_bones[b].rotation_mode for b in bones]
     idx = np.asarray(bones, dtype=np.int64)
+    modes = [_MODE_NAMES[int(v)] for v in rotation_mode_values(obj)[idx]]
     changed: set[str] = set()
     q = convert.matrix_to_quaternion(basis)
     groups: dict[str, list[int]] = {}

@@ -129,23 +129,32 @@ def select_chains(obj: bpy.types.Object, which: str | set[int]) -> set[int]:
 
 
 def _values(mode: str, basis: F64, previous: F64) -> F64:
-    """(F,3,3) basis rotations of one bone -> (F, width) channel values, continuous from `previous`."""
+    """(F,n,3,3) basis rotations of n bones sharing `mode` -> (F,n,width) channel values.
+
+    Continuous in time, starting from `previous` (n,width): quaternions keep their sign, Eulers stay
+    compatible (Blender's rule), axis-angle keeps its axis side. Vectorized over bones; only the walk over
+    frames is sequential, because each frame's choice depends on the one before.
+    """
+    f, n = basis.shape[:2]
+    flat = basis.reshape(f * n, 3, 3)
     if mode == "QUATERNION":
-        q = convert.matrix_to_quaternion(basis)
-        # Sign continuity along time: flip where the dot with the (already fixed) previous key is negative.
-        prev_dots = np.einsum("fi,fi->f", q[1:], q[:-1]) < 0.0
-        first = -1.0 if float(q[0] @ previous) < 0.0 else 1.0
-        signs = first * np.cumprod(np.where(np.concatenate([[False], prev_dots]), -1.0, 1.0))
-        return q * signs[:, None]
-    out = np.empty((basis.shape[0], 4 if mode == "AXIS_ANGLE" else 3))
-    prev = previous[None]
-    q = convert.matrix_to_quaternion(basis) if mode == "AXIS_ANGLE" else None
-    for f in range(basis.shape[0]):
-        if q is not None:
-            out[f] = convert.quaternion_to_axis_angle(q[f : f + 1], prev)[0]
-        else:
-            out[f] = convert.matrix_to_euler(basis[f : f + 1], mode, prev)[0]
-        prev = out[f : f + 1]
+        q = convert.matrix_to_quaternion(flat).reshape(f, n, 4)
+        flips = np.einsum("fni,fni->fn", q[1:], q[:-1]) < 0.0
+        first = np.where(np.einsum("ni,ni->n", q[0], previous) < 0.0, -1.0, 1.0)
+        signs = first[None] * np.cumprod(np.where(np.concatenate([np.zeros((1, n), bool), flips]), -1.0, 1.0), axis=0)
+        return q * signs[..., None]
+    if mode == "AXIS_ANGLE":
+        q = convert.matrix_to_quaternion(flat).reshape(f, n, 4)
+        out = np.empty((f, n, 4))
+        prev = previous
+        for i in range(f):
+            prev = out[i] = convert.quaternion_to_axis_angle(q[i], prev)
+        return out
+    e1, e2 = (e.reshape(f, n, 3) for e in convert.euler_pair(flat, mode))
+    out = np.empty((f, n, 3))
+    prev = previous
+    for i in range(f):
+        prev = out[i] = convert.choose_compatible(e1[i], e2[i], prev)
     return out
 
 
@@ -171,6 +180,18 @@ def _reduce(times: F64, values: F64, tol: float) -> NDArray[np.bool_]:
 def _merge_keys(fc: bpy.types.FCurve, frames: F64, values: F64, opts: BakeOptions, linear: bool) -> int:
     """Replace the keys the bake owns on `fc` with new ones; keys outside keep every field."""
     kp = fc.keyframe_points
+    if not len(kp):
+        # A fresh curve (the common case): no merge, just the new keys in time order.
+        kp.add(len(frames))
+        co = np.empty((len(frames), 2), dtype=np.float32)
+        co[:, 0], co[:, 1] = frames, values
+        kp.foreach_set("co", co.ravel())
+        # Same as the merge path below, so a re-bake over existing keys gives identical keyframes.
+        kp.foreach_set("select_control_point", np.zeros(len(frames), dtype=np.int32))
+        if linear:
+            kp.foreach_set("interpolation", np.full(len(frames), _LINEAR, dtype=np.int32))
+        fc.update()
+        return len(frames)
     old = anim.read_keys(fc)
     n_old = len(old["co"])
     t_old = old["co"][:, 0]
@@ -328,18 +349,21 @@ def _write(
     pbs = obj.pose.bones
     action = anim.ensure_action(obj, snapshot)
     times = np.asarray(frames, dtype=np.float64)
-    count = 0
+    by_mode: dict[str, list[int]] = {}
     for j, b in enumerate(bones):
-        pb = pbs[b]
-        mode = pb.rotation_mode
+        by_mode.setdefault(pbs[b].rotation_mode, []).append(j)
+    count = 0
+    for mode, cols in by_mode.items():
         attr, width = CHANNELS.get(mode, ("rotation_euler", 3))
-        previous = channels_before[attr][b].astype(np.float64)
-        values = _values(mode, basis[:, j], previous)
-        keep = _reduce(times, values, opts.reduce_tolerance) if opts.reduce else np.ones(len(times), dtype=bool)
-        path = pb.path_from_id(attr)
-        for index in range(width):
-            snapshot.remember(action, path, index)
-            fc = anim.ensure_fcurve(action, obj, path, index, pb.name)
-            count += _merge_keys(fc, times[keep], values[keep, index], opts, linear=opts.reduce)
+        previous = channels_before[attr][[bones[j] for j in cols]].astype(np.float64)
+        values = _values(mode, basis[:, cols], previous)  # (F, n, width)
+        for c, j in enumerate(cols):
+            pb = pbs[bones[j]]
+            v = values[:, c]
+            keep = _reduce(times, v, opts.reduce_tolerance) if opts.reduce else np.ones(len(times), dtype=bool)
+            path = pb.path_from_id(attr)
+            for index in range(width):
+                snapshot.remember(action, path, index)
+                fc = anim.ensure_fcurve(action, obj, path, index, pb.name)
+                count += _merge_keys(fc, times[keep], v[keep, index], opts, linear=opts.reduce)
     return count
-

@@ -45,6 +45,8 @@ class Plan:
     groups: list[Group] = field(default_factory=list)
     errors: dict[int, str] = field(default_factory=dict)  # chain index -> message
     notes: dict[int, str] = field(default_factory=dict)  # chain index -> informative message
+    # Filled by the solve on first use and kept with a cached plan: per-batch joint limits.
+    limits: dict[tuple[tuple[int, ...], ...], object] = field(default_factory=dict)
 
 
 def usable(m: np.ndarray) -> bool:
@@ -101,10 +103,11 @@ def _parent_bone_of(ob: bpy.types.Object, rig: bpy.types.Object, sk: Skeleton) -
     return None
 
 
-def build_plan(obj: bpy.types.Object, sk: Skeleton, pose_scale: np.ndarray, only: set[int] | None = None) -> Plan:
+def build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None) -> Plan:
     """Validate every enabled chain of `obj` (or those in `only`) and group the valid ones.
 
-    `pose_scale` is (B, 3): each bone's posed axis lengths; a bone scaled to nothing cannot be aimed.
+    Only what does not change while animating is checked here (the plan is cached while live solving);
+    per-frame numbers (NaN transforms, bones scaled to zero) are checked by the solve on its inputs.
     """
     plan = Plan()
     settings = rig_settings(obj)
@@ -113,13 +116,6 @@ def build_plan(obj: bpy.types.Object, sk: Skeleton, pose_scale: np.ndarray, only
         if not ch.enabled or (only is not None and i not in only):
             continue
         err = _validate_chain(obj, sk, i, ch)
-        if not isinstance(err, str):
-            flat = [b for b in err.bones if float(pose_scale[b].min()) < 1e-6]
-            if flat:
-                err = (
-                    f"bone '{sk.names[flat[0]]}' is scaled to zero in the pose: reset its scale (Alt S) "
-                    "so the chain has length"
-                )
         if isinstance(err, str):
             plan.errors[i] = err
         else:

@@ -86,7 +86,7 @@ def quaternion_to_axis_angle(q: F64, previous: F64) -> F64:
     return np.concatenate([angle[:, None], axis], axis=1)
 
 
-def _euler_pair(m: F64, order: str) -> tuple[F64, F64]:
+def euler_pair(m: F64, order: str) -> tuple[F64, F64]:
     """Both Euler solutions of (M,3,3) rotations for `order`, as Blender's `mat3_normalized_to_eulO2`."""
     (i, j, k), parity = _EULER_ORDERS[order]
     cy = np.hypot(m[:, i, i], m[:, j, i])
@@ -120,14 +120,19 @@ def _compatible(eul: F64, old: F64) -> F64:
     return eul
 
 
-def matrix_to_euler(m: F64, order: str, previous: F64) -> F64:
-    """(M,3,3) rotations -> (M,3) Euler angles in `order`, compatible with `previous` (M,3)."""
-    e1, e2 = _euler_pair(np.asarray(m, dtype=np.float64), order)
+def choose_compatible(e1: F64, e2: F64, previous: F64) -> F64:
+    """Of two (M,3) Euler solutions, the one nearer `previous` after removing whole turns (Blender's rule)."""
     e1 = _compatible(e1, previous)
     e2 = _compatible(e2, previous)
     d1 = np.abs(e1 - previous).sum(axis=1)
     d2 = np.abs(e2 - previous).sum(axis=1)
     return np.where((d1 > d2)[:, None], e2, e1)
+
+
+def matrix_to_euler(m: F64, order: str, previous: F64) -> F64:
+    """(M,3,3) rotations -> (M,3) Euler angles in `order`, compatible with `previous` (M,3)."""
+    e1, e2 = euler_pair(np.asarray(m, dtype=np.float64), order)
+    return choose_compatible(e1, e2, previous)
 
 
 def euler_to_matrix(e: F64, order: str) -> F64:

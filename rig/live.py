@@ -24,6 +24,7 @@ from . import armature
 from .props import rig_settings
 
 _dirty: set[int] = set()  # session_uid of armatures whose settings changed
+_versions: dict[int, int] = {}  # session_uid -> settings version (cached plans compare it)
 _fingerprints: dict[int, bytes] = {}  # session_uid -> inputs after the last solve
 _stats: dict[int, int] = {}  # session_uid -> number of solves (tests prove unchanged inputs cost nothing)
 _reported: dict[int, str] = {}  # session_uid -> last unexpected error printed (print each error once)
@@ -33,6 +34,12 @@ _suspended: set[int] = set()  # session_uid of armatures being baked: the bake s
 
 def mark_dirty(obj: bpy.types.Object) -> None:
     _dirty.add(obj.session_uid)
+    _versions[obj.session_uid] = _versions.get(obj.session_uid, 0) + 1
+
+
+def settings_version(obj: bpy.types.Object) -> int:
+    """Bumped by every Reach IK setting change on `obj` (and its bones' limits)."""
+    return _versions.get(obj.session_uid, 0)
 
 
 @contextmanager
@@ -52,18 +59,12 @@ def solve_count(obj: bpy.types.Object) -> int:
     return _stats.get(obj.session_uid, 0)
 
 
-def _matrix_bytes(ob: bpy.types.Object | None) -> bytes:
-    if ob is None:
-        return b"-"
-    return np.array(ob.matrix_world, dtype=np.float32).tobytes()
-
-
 def fingerprint(obj: bpy.types.Object) -> bytes:
     """A digest of everything a solve of `obj` reads (see the module docstring)."""
     h = hashlib.blake2b(digest_size=20)
     s = rig_settings(obj)
-    h.update(_matrix_bytes(obj))
-    h.update(repr((s.tolerance, s.max_iterations, s.roll_mode, s.start_from)).encode())
+    h.update(np.array(obj.matrix_world, dtype=np.float32).tobytes())
+    h.update(repr((s.tolerance, s.max_iterations, s.roll_mode, s.start_from, settings_version(obj))).encode())
     pose_bones = obj.pose.bones
     n = len(pose_bones)
     for attr, width in (
@@ -73,25 +74,32 @@ def fingerprint(obj: bpy.types.Object) -> bytes:
         buf = np.empty(n * width, dtype=np.float32)
         pose_bones.foreach_get(attr, buf)
         h.update(buf.tobytes())
-    roots: list[str] = []
+    objects: list[bpy.types.Object] = []
+    roots: set[int] = set()
+    sk = armature.skeleton(obj, trust_cache=True)
+    index, parent_of = sk.index, sk.parent
     for ch in s.chains:
         h.update(repr((ch.enabled, ch.solver, ch.tip_bone, ch.chain_length, ch.weight,
                        ch.use_target_rotation)).encode())
-        h.update(_matrix_bytes(ch.target))
-        h.update(_matrix_bytes(ch.pole))
-        pb = pose_bones.get(ch.tip_bone)
+        for ob in (ch.target, ch.pole):
+            if ob is not None:
+                objects.append(ob)
+            else:
+                h.update(b"-")
+        b = index.get(ch.tip_bone, -1)
         for _ in range(max(int(ch.chain_length) - 1, 0)):
-            if pb is None:
+            if b < 0:
                 break
-            pb = pb.parent
-        if pb is not None and pb.parent is not None:
-            roots.append(pb.parent.name)
+            b = int(parent_of[b])
+        if b >= 0 and parent_of[b] >= 0:
+            roots.add(int(parent_of[b]))
+    if objects:
+        h.update(armature.object_matrices(objects).astype(np.float32).tobytes())
     if roots:
         # Constraints above the chain (Child Of, Copy Transforms...) move a chain's parent without
         # changing any channel: include the evaluated matrices of those outside parents.
         mats = armature.pose_matrices(obj)
-        idx = [pose_bones.find(name) for name in sorted(set(roots))]
-        h.update(mats[idx].astype(np.float32).tobytes())
+        h.update(mats[sorted(roots)].astype(np.float32).tobytes())
     return h.digest()
 
 
@@ -103,7 +111,7 @@ def _solve_live(obj: bpy.types.Object) -> None:
     if uid not in _dirty and _fingerprints.get(uid) == fp:
         return
     _dirty.discard(uid)
-    report = solve_rig(obj, write=True)
+    report = solve_rig(obj, write=True, cached=True)
     _stats[uid] = _stats.get(uid, 0) + 1
     store_status(obj, report)
     # Taken after our own write, so our write does not count as a change next time.
@@ -135,9 +143,22 @@ def _run(scene: bpy.types.Scene) -> None:
 _suspended: set[int] = set()  # session_uid of armatures being baked: the bake solves them itself
 
 
+_STRUCTURE_TYPES = (bpy.types.Collection, bpy.types.Scene, bpy.types.Armature)
+
+
 @persistent
 def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
+    if not _busy and any(isinstance(u.id, _STRUCTURE_TYPES) for u in depsgraph.updates):
+        # Objects linked/unlinked, bones renamed or edited: cached plans and skeletons may be stale.
+        _invalidate()
     _run(scene)
+
+
+def _invalidate() -> None:
+    from .solve import forget_plans
+
+    armature.forget_cache()
+    forget_plans()
 
 
 @persistent
@@ -152,6 +173,9 @@ def on_load(*_args: object) -> None:
     _dirty.clear()
     _reported.clear()
     armature.forget_cache()
+    from .solve import forget_plans
+
+    forget_plans()
 
 
 _HANDLERS = (

@@ -81,13 +81,11 @@ class Inputs:
 def read_inputs(obj: bpy.types.Object, plan: Plan) -> Inputs:
     """The current (evaluated) inputs of every planned chain, as one frame."""
     pose = armature.pose_matrices(obj)[None]
-    targets: dict[int, F64] = {}
-    poles: dict[int, F64] = {}
-    for g in plan.groups:
-        for c in g.chains:
-            targets[c.index] = np.array(c.target.matrix_world, dtype=np.float64)[None]
-            if c.pole is not None:
-                poles[c.index] = np.array(c.pole.matrix_world, dtype=np.float64)[None]
+    chains = [c for g in plan.groups for c in g.chains]
+    with_pole = [c for c in chains if c.pole is not None]
+    mats = armature.object_matrices([c.target for c in chains] + [c.pole for c in with_pole])  # type: ignore[misc]
+    targets = {c.index: mats[k][None] for k, c in enumerate(chains)}
+    poles = {c.index: mats[len(chains) + k][None] for k, c in enumerate(with_pole)}
     inputs = Inputs(pose, np.array(obj.matrix_world, dtype=np.float64)[None], targets, poles)
     if rig_settings(obj).start_from == "REST":
         basis, loc, scale = armature.basis_parts(obj)
@@ -194,6 +192,16 @@ def _limits_for(obj: bpy.types.Object, sk: armature.Skeleton, bone_rows: list[li
     if not any_limit:
         return None
     return JointLimits(cone=cone, use_cone=use_cone, twist=twist, use_twist=use_twist)
+
+
+def _cached_limits(
+    obj: bpy.types.Object, sk: armature.Skeleton, plan: Plan, rows: list[list[int]]
+) -> JointLimits | None:
+    """Limits for these bone rows, read once per plan (a limit change bumps the settings version)."""
+    key = tuple(tuple(r) for r in rows)
+    if key not in plan.limits:
+        plan.limits[key] = _limits_for(obj, sk, rows)
+    return plan.limits[key]  # type: ignore[return-value]
 
 
 def _tile_limits(limits: JointLimits | None, f: int) -> JointLimits | None:
@@ -349,8 +357,8 @@ def _solve_smooth(solve: Callable[[ChainProblem], SolveResult], problem: ChainPr
 
 
 def _solve_batch(
-    obj: bpy.types.Object, work: _Work, solver: str, chains: list[ChainPlan], inputs: Inputs, space: _Space,
-    report: RigReport, smooth: bool = False,
+    obj: bpy.types.Object, work: _Work, plan: Plan, solver: str, chains: list[ChainPlan], inputs: Inputs,
+    space: _Space, report: RigReport, smooth: bool = False,
 ) -> None:
     settings = rig_settings(obj)
     f = work.matrices.shape[0]
@@ -376,7 +384,7 @@ def _solve_batch(
         problem = ChainProblem(
             positions=positions, frames=frames, offsets=offsets, ref_local=ref_local, base=base,
             targets=aims.reshape(f * k, 3), poles=poles.reshape(f * k, 3) if has_pole else None,
-            limits=_tile_limits(_limits_for(obj, work.sk, rows), f),
+            limits=_tile_limits(_cached_limits(obj, work.sk, plan, rows), f),
             tolerance=float(settings.tolerance) / float(space.scale.min()),
             max_iterations=int(settings.max_iterations), roll_mode=settings.roll_mode,
         )
@@ -401,8 +409,8 @@ def _solve_batch(
 
 
 def _solve_tree(
-    obj: bpy.types.Object, work: _Work, group: Group, inputs: Inputs, space: _Space, report: RigReport,
-    smooth: bool = False,
+    obj: bpy.types.Object, work: _Work, plan: Plan, group: Group, inputs: Inputs, space: _Space,
+    report: RigReport, smooth: bool = False,
 ) -> None:
     settings = rig_settings(obj)
     sk = work.sk
@@ -411,7 +419,7 @@ def _solve_tree(
     parents = np.array([pos.get(int(sk.parent[b]), -1) if i else -1 for i, b in enumerate(bones)], dtype=np.int64)
     effectors = np.array([pos[c.bones[-1]] for c in group.chains], dtype=np.int64)
     weights = np.array([c.weight for c in group.chains])
-    limits = _limits_for(obj, sk, [bones])
+    limits = _cached_limits(obj, sk, plan, [bones])
     ref_local = sk.rest_rel[bones]
     f_count = work.matrices.shape[0]
     out_frames = np.empty((f_count, len(bones), 3, 3))
@@ -478,26 +486,26 @@ def _guarded(report: RigReport, chains: list[ChainPlan], run: Callable[[], None]
 
 
 def _solve_levels(
-    obj: bpy.types.Object, work: _Work, plan: Plan, inputs: Inputs, space: _Space, report: RigReport,
-    smooth: bool,
+    obj: bpy.types.Object, work: _Work, plan: Plan, groups: list[Group], inputs: Inputs, space: _Space,
+    report: RigReport, smooth: bool,
 ) -> None:
-    levels = sorted({g.level for g in plan.groups})
+    levels = sorted({g.level for g in groups})
     for li, lv in enumerate(levels):
         if li > 0:
             work.propagate()
         batches: dict[tuple[str, int, bool], list[ChainPlan]] = {}
-        for g in plan.groups:
+        for g in groups:
             if g.level != lv:
                 continue
             if g.is_tree:
-                _guarded(report, g.chains, lambda g=g: _solve_tree(obj, work, g, inputs, space, report, smooth))
+                _guarded(report, g.chains, lambda g=g: _solve_tree(obj, work, plan, g, inputs, space, report, smooth))
                 continue
             c = g.chains[0]
             batches.setdefault((c.solver, len(c.bones), c.use_target_rotation), []).append(c)
         for (solver, _n, _rot), chains in batches.items():
             _guarded(
                 report, chains,
-                lambda s=solver, cs=chains: _solve_batch(obj, work, s, cs, inputs, space, report, smooth),
+                lambda s=solver, cs=chains: _solve_batch(obj, work, plan, s, cs, inputs, space, report, smooth),
             )
 
 
@@ -509,26 +517,75 @@ class Solved:
     basis: F64  # (F, len(bones), 3, 3) local (basis) rotations
 
 
+_plans: dict[int, tuple[tuple[object, ...], Plan]] = {}  # session_uid -> (structure key, plan), live only
+
+
+def _plan_key(obj: bpy.types.Object, sk: armature.Skeleton) -> tuple[object, ...]:
+    """What a plan depends on besides per-frame numbers: chain settings, the objects they point at, bones."""
+    from . import live
+
+    def ref(ob: bpy.types.Object | None) -> object:
+        # Not `users_scene` (it scans every scene); unlinking an object bumps the version instead (live.py).
+        return None if ob is None else (ob.as_pointer(), ob.parent_bone, ob.parent_type)
+
+    chains = tuple(
+        (ch.enabled, ch.solver, ch.tip_bone, ch.chain_length, ref(ch.target), ref(ch.pole), ch.weight,
+         ch.use_target_rotation, ch.name)
+        for ch in rig_settings(obj).chains
+    )
+    return (id(sk), live.settings_version(obj), obj.data.as_pointer(), chains)
+
+
+def forget_plans() -> None:
+    _plans.clear()
+
+
 def prepare(
-    obj: bpy.types.Object, only: set[int] | None = None
+    obj: bpy.types.Object, only: set[int] | None = None, cached: bool = False
 ) -> tuple[RigReport, armature.Skeleton | None, Plan | None]:
-    """Validate `obj` and its chains (optionally only the chain indices in `only`)."""
+    """Validate `obj` and its chains (optionally only the chain indices in `only`).
+
+    With `cached` (live solving) the plan is reused while nothing it depends on changed.
+    """
     report = RigReport()
     problem = rig_problem(obj)
     chains = rig_settings(obj).chains if obj.type == "ARMATURE" else []
-    wanted = [i for i, ch in enumerate(chains) if ch.enabled and (only is None or i in only)]
     if problem is not None:
         report.rig_error = problem
-        for i in wanted:
-            report.outcomes[i] = ChainOutcome(False, problem)
+        for i, ch in enumerate(chains):
+            if ch.enabled and (only is None or i in only):
+                report.outcomes[i] = ChainOutcome(False, problem)
         return report, None, None
-    sk = armature.skeleton(obj)
-    pose = armature.pose_matrices(obj)
-    _, scale = convert.rotation_parts(pose[:, :3, :3])
-    plan = build_plan(obj, sk, scale, only)
+    sk = armature.skeleton(obj, trust_cache=cached)
+    plan: Plan | None = None
+    if cached and only is None:
+        key = _plan_key(obj, sk)
+        hit = _plans.get(obj.session_uid)
+        if hit is not None and hit[0] == key:
+            plan = hit[1]
+        else:
+            plan = build_plan(obj, sk)
+            _plans[obj.session_uid] = (key, plan)
+    else:
+        plan = build_plan(obj, sk, only)
     for i, msg in plan.errors.items():
         report.outcomes[i] = ChainOutcome(False, msg)
     return report, sk, plan
+
+
+def _flat_groups(sk: armature.Skeleton, plan: Plan, scale: F64, report: RigReport) -> list[Group]:
+    """Groups whose bones all have a usable pose scale in every frame; the others are reported invalid."""
+    ok = []
+    for g in plan.groups:
+        flat = np.flatnonzero(scale[:, g.bones].min(axis=(0, 2)) < 1e-6)
+        if flat.size:
+            name = sk.names[g.bones[int(flat[0])]]
+            msg = f"bone '{name}' is scaled to zero in the pose: reset its scale (Alt S) so the chain has length"
+            for c in g.chains:
+                report.outcomes[c.index] = ChainOutcome(False, msg)
+        else:
+            ok.append(g)
+    return ok
 
 
 def solve_inputs(
@@ -543,7 +600,8 @@ def solve_inputs(
     pose = rest_start_pose(sk, plan, inputs) if inputs.basis is not None else inputs.pose
     rot, sc = convert.rotation_parts(pose[:, :, :3, :3])
     work = _Work(sk=sk, original=pose, matrices=pose.copy(), rot=rot, scale=sc, lengths=lengths)
-    _solve_levels(obj, work, plan, inputs, _Space.of(inputs.world), report, smooth)
+    groups = _flat_groups(sk, plan, sc, report)
+    _solve_levels(obj, work, plan, groups, inputs, _Space.of(inputs.world), report, smooth)
     for i, note in plan.notes.items():
         if i in report.outcomes and report.outcomes[i].valid and not report.outcomes[i].message:
             report.outcomes[i].message = note
@@ -556,13 +614,15 @@ def solve_inputs(
     return Solved(bones, basis)
 
 
-def solve_rig(obj: bpy.types.Object, *, write: bool = True, only: set[int] | None = None) -> RigReport:
+def solve_rig(
+    obj: bpy.types.Object, *, write: bool = True, only: set[int] | None = None, cached: bool = False
+) -> RigReport:
     """Solve the enabled chains of armature `obj` on its current pose; write rotations if `write`.
 
     Invalid chains are reported in the outcome (and never written); valid ones are still solved, so one
     broken chain never stops the others.
     """
-    report, sk, plan = prepare(obj, only)
+    report, sk, plan = prepare(obj, only, cached)
     if sk is None or plan is None or not plan.groups:
         return report
     inputs = read_inputs(obj, plan)
