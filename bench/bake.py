@@ -18,9 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tools"), str(ROOT)]
 
-import bpy_session  # noqa: E402
-
 import bpy  # noqa: E402
+import bpy_session  # noqa: E402
 
 from demo import rigs  # noqa: E402
 
@@ -36,8 +35,11 @@ def animated_character(frames: int, amplitude: float = 0.15) -> rigs.Rig:
         t = 0.1 * f
         for i, pb in enumerate(pbs):
             pb.rotation_mode = "XYZ"
-            pb.rotation_euler = (amplitude * math.sin(t + 0.7 * i), 0.5 * amplitude * math.sin(1.3 * t + i),
-                                 amplitude * math.cos(0.9 * t + 0.3 * i))
+            pb.rotation_euler = (
+                amplitude * math.sin(t + 0.7 * i),
+                0.5 * amplitude * math.sin(1.3 * t + i),
+                amplitude * math.cos(0.9 * t + 0.3 * i),
+            )
         bpy.context.view_layer.update()
         for spec in rig.chains:
             spec.target.location = rig.obj.matrix_world @ pbs[spec.tip].tail
@@ -80,8 +82,15 @@ def bake_blender(frames: int) -> tuple[float, float]:
     for pb in rig.obj.pose.bones:
         pb.bone.select = pb.name in bones
     start = time.perf_counter()
-    bpy.ops.nla.bake(frame_start=1, frame_end=frames, only_selected=True, visual_keying=True,
-                     clear_constraints=True, bake_types={"POSE"}, channel_types={"ROTATION"})
+    bpy.ops.nla.bake(
+        frame_start=1,
+        frame_end=frames,
+        only_selected=True,
+        visual_keying=True,
+        clear_constraints=True,
+        bake_types={"POSE"},
+        channel_types={"ROTATION"},
+    )
     seconds = time.perf_counter() - start
     bpy.ops.object.mode_set(mode="OBJECT")
     return seconds, replay_error(rig, frames)

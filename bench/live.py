@@ -76,8 +76,11 @@ def trajectory(rig: rigs.Rig, rounds: int, amplitude: float) -> list[list[np.nda
         t = 0.35 * r
         for i, pb in enumerate(pbs):
             pb.rotation_mode = "XYZ"
-            pb.rotation_euler = (amplitude * math.sin(t + 0.7 * i), 0.5 * amplitude * math.sin(1.3 * t + i),
-                                 amplitude * math.cos(0.9 * t + 0.3 * i))
+            pb.rotation_euler = (
+                amplitude * math.sin(t + 0.7 * i),
+                0.5 * amplitude * math.sin(1.3 * t + i),
+                amplitude * math.cos(0.9 * t + 0.3 * i),
+            )
         bpy.context.view_layer.update()
         mw = rig.obj.matrix_world
         out.append([np.array(mw @ pbs[spec.tip].tail) for spec in rig.chains])
@@ -87,7 +90,9 @@ def trajectory(rig: rigs.Rig, rounds: int, amplitude: float) -> list[list[np.nda
     return out
 
 
-def run(build: Callable[[], rigs.Rig], mode: str, rounds: int, amplitude: float, reach: dict[str, object]) -> dict[str, float]:
+def run(
+    build: Callable[[], rigs.Rig], mode: str, rounds: int, amplitude: float, reach: dict[str, object]
+) -> dict[str, float]:
     fresh()
     rig = build()
     path = trajectory(rig, rounds + 3, amplitude)
@@ -121,13 +126,18 @@ def main() -> None:
         ("(b) 100 chains x 10 bones", many_chains, 0.2, {}, 0.5),
         ("(c) one chain of 50 bones", long_chain, 0.06, {"tolerance": 1e-4, "max_iterations": 200}, None),
     ]
-    print(f"{'case':30} {'Reach ms':>9} {'Blender ms':>10} {'ratio':>7} {'goal':>7} {'Reach res':>10} {'Blender res':>11}")
+    print(
+        f"{'case':30} {'Reach ms':>9} {'Blender ms':>10} {'ratio':>7} {'goal':>7} {'Reach res':>10} {'Blender res':>11}"
+    )
     for label, build, amp, reach, goal in cases:
         ours = run(build, "reach", args.rounds, amp, reach)
         ref = run(build, "blender", args.rounds, amp, {})
         ratio = ours["ms"] / ref["ms"]
         goal_s = f"<={goal}" if goal else "<=10ms"
-        print(f"{label:30} {ours['ms']:9.3f} {ref['ms']:10.3f} {ratio:7.2f} {goal_s:>7} {ours['res']:10.2e} {ref['res']:11.2e}")
+        print(
+            f"{label:30} {ours['ms']:9.3f} {ref['ms']:10.3f} {ratio:7.2f} {goal_s:>7} "
+            f"{ours['res']:10.2e} {ref['res']:11.2e}"
+        )
     bpy_session.finish(0)
 
 

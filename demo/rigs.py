@@ -92,24 +92,37 @@ def character(location: Sequence[float] = (0, 0, 0), name: str = "Character") ->
         prev, head = f"tail.{i:03d}", tail
     obj = armature(name, bones, location)
     rig = Rig(obj)
-    rig.chains.append(ChainSpec("spine", "chest", 3, "FABRIK", empty(f"{name}.spine.target", _world(obj, (0, -0.02, 1.72)))))
+    rig.chains.append(
+        ChainSpec("spine", "chest", 3, "FABRIK", empty(f"{name}.spine.target", _world(obj, (0, -0.02, 1.72))))
+    )
     for side, s in (("L", 1.0), ("R", -1.0)):
-        rig.chains.append(ChainSpec(
-            f"arm.{side}", f"forearm.{side}", 2, "TWO_BONE",
-            empty(f"{name}.hand.{side}", _world(obj, (s * 0.72, 0, 1.68)), "CUBE", 0.05),
-            empty(f"{name}.elbow.{side}", _world(obj, (s * 0.45, 0.5, 1.68)), "PLAIN_AXES", 0.05),
-        ))
-        rig.chains.append(ChainSpec(
-            f"leg.{side}", f"shin.{side}", 2, "TWO_BONE",
-            empty(f"{name}.foot.{side}", _world(obj, (s * 0.1, 0, 0.1)), "CUBE", 0.05),
-            empty(f"{name}.knee.{side}", _world(obj, (s * 0.1, -0.6, 0.55)), "PLAIN_AXES", 0.05),
-        ))
+        rig.chains.append(
+            ChainSpec(
+                f"arm.{side}",
+                f"forearm.{side}",
+                2,
+                "TWO_BONE",
+                empty(f"{name}.hand.{side}", _world(obj, (s * 0.72, 0, 1.68)), "CUBE", 0.05),
+                empty(f"{name}.elbow.{side}", _world(obj, (s * 0.45, 0.5, 1.68)), "PLAIN_AXES", 0.05),
+            )
+        )
+        rig.chains.append(
+            ChainSpec(
+                f"leg.{side}",
+                f"shin.{side}",
+                2,
+                "TWO_BONE",
+                empty(f"{name}.foot.{side}", _world(obj, (s * 0.1, 0, 0.1)), "CUBE", 0.05),
+                empty(f"{name}.knee.{side}", _world(obj, (s * 0.1, -0.6, 0.55)), "PLAIN_AXES", 0.05),
+            )
+        )
     rig.chains.append(ChainSpec("tail", "tail.005", 6, "CCD", empty(f"{name}.tail.target", _world(obj, head))))
     return rig
 
 
-def chain_bones(name: str, n: int, length: float, direction: Sequence[float] = (0, 0, 1),
-                bend: float = 0.08) -> list[Bone]:
+def chain_bones(
+    name: str, n: int, length: float, direction: Sequence[float] = (0, 0, 1), bend: float = 0.08
+) -> list[Bone]:
     """n connected bones of `length` along `direction`, zig-zagging slightly so they have a bend plane."""
     d = Vector(direction).normalized()
     side = d.orthogonal().normalized()
@@ -156,8 +169,9 @@ def spider(location: Sequence[float] = (0, 0, 0), name: str = "Spider") -> Rig:
     obj = armature(name, bones, location)
     rig = Rig(obj)
     for i, foot in enumerate(feet):
-        rig.chains.append(ChainSpec(f"leg{i}", f"leg{i}.b", 3, "FABRIK",
-                                    empty(f"{name}.foot{i}", _world(obj, foot), "CUBE", 0.04)))
+        rig.chains.append(
+            ChainSpec(f"leg{i}", f"leg{i}.b", 3, "FABRIK", empty(f"{name}.foot{i}", _world(obj, foot), "CUBE", 0.04))
+        )
     return rig
 
 

@@ -26,9 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "demo" / "out"
 sys.path[:0] = [str(ROOT / "tools"), str(ROOT)]
 
-import bpy_session  # noqa: E402
-
 import bpy  # noqa: E402
+import bpy_session  # noqa: E402
 import numpy as np  # noqa: E402
 
 from demo import rigs  # noqa: E402
@@ -197,8 +196,11 @@ def contact_sheet(rig_list: list[rigs.Rig], tracks: list[Track], path: Path) -> 
     tentacle = next(r for r in rig_list if r.obj.name == "Tentacle")
     tx = float(tentacle.obj.location.x)
     close = {"xlim": (tx - 1.0, tx + 1.0), "ylim": (-1.0, 1.0), "zlim": (-0.05, 2.0), "aspect": (2, 2, 2), "zoom": 1.2}
-    rows = [("front", 6, -90, wide, rig_list, 0.55), ("three-quarter", 22, -58, wide, rig_list, 0.55),
-            ("tentacle cones", 12, -35, close, [tentacle], 1.0)]
+    rows = [
+        ("front", 6, -90, wide, rig_list, 0.55),
+        ("three-quarter", 22, -58, wide, rig_list, 0.55),
+        ("tentacle cones", 12, -35, close, [tentacle], 1.0),
+    ]
     fig = plt.figure(figsize=(4.2 * len(frames), 3.4 * len(rows)), dpi=110)
     for row, (label, elev, azim, box, shown, cone_scale) in enumerate(rows):
         for col, frame in enumerate(frames):
@@ -240,9 +242,12 @@ def contact_sheet(rig_list: list[rigs.Rig], tracks: list[Track], path: Path) -> 
             ax.set_box_aspect(box["aspect"], zoom=box["zoom"])
             ax.set_axis_off()
             ax.set_title(f"frame {frame}, {label}", fontsize=10, pad=-4)
-    fig.suptitle("Reach IK demo (baked):  spider, 8 legs as one tree  |  character: two-bone limbs with poles, "
-                 "FABRIK spine, CCD tail  |  tentacle: elliptical cones\n"
-                 "x = target (green reachable, red pushed out of reach), dashed = tip to target", fontsize=11)
+    fig.suptitle(
+        "Reach IK demo (baked):  spider, 8 legs as one tree  |  character: two-bone limbs with poles, "
+        "FABRIK spine, CCD tail  |  tentacle: elliptical cones\n"
+        "x = target (green reachable, red pushed out of reach), dashed = tip to target",
+        fontsize=11,
+    )
     fig.subplots_adjust(left=0.0, right=1.0, bottom=0.0, top=0.91, wspace=0.0, hspace=0.02)
     tmp = path.with_suffix(".tmp.png")
     fig.savefig(tmp)
@@ -264,13 +269,23 @@ def gui_screenshot(blend: Path, out_png: Path) -> str:
     with tempfile.TemporaryDirectory(prefix="reach_demo_gui_", dir="/tmp") as tmp:
         env = dict(os.environ, BLENDER_USER_RESOURCES=str(Path(tmp) / "res"), REAL_BLENDER_QUIET="1")
         zip_path = build_tool.build(Path(tmp) / "dist")
-        subprocess.run([blender, "-c", "extension", "install-file", "-r", "user_default", "-e", str(zip_path)],
-                       env=env, check=True, capture_output=True, cwd=ROOT)
+        subprocess.run(
+            [blender, "-c", "extension", "install-file", "-r", "user_default", "-e", str(zip_path)],
+            env=env,
+            check=True,
+            capture_output=True,
+            cwd=ROOT,
+        )
         setup = Path(tmp) / "setup.py"
         setup.write_text(GUI_SETUP)
         tmp_png = Path(tmp) / "shot.png"
-        proc = subprocess.run([str(shot), str(tmp_png), "--size", "1600x900", "--wait", "5", "--", str(blend),
-                               "--python", str(setup)], env=env, capture_output=True, text=True, cwd=ROOT)
+        proc = subprocess.run(
+            [str(shot), str(tmp_png), "--size", "1600x900", "--wait", "5", "--", str(blend), "--python", str(setup)],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
         if proc.returncode != 0 or not tmp_png.exists():
             return f"failed: {proc.stderr[-500:]}"
         shutil.copyfile(tmp_png, out_png)
@@ -325,8 +340,10 @@ def main() -> int:
     contact_sheet(rig_list, tracks, png)
 
     print()
-    print(f"{'rig / chain':24} {'solver':8} {'frames':>6} {'reachable':>9} {'missed':>6} {'max res':>9} "
-          f"{'mean res':>9} {'mean it':>7} {'ms/frame':>8}")
+    print(
+        f"{'rig / chain':24} {'solver':8} {'frames':>6} {'reachable':>9} {'missed':>6} {'max res':>9} "
+        f"{'mean res':>9} {'mean it':>7} {'ms/frame':>8}"
+    )
     missed_total = 0
     for tr in tracks:
         result = results[tr.rig.obj.name]
@@ -336,12 +353,16 @@ def main() -> int:
         missed = int((tr.residual[mask] > TOLERANCE).sum())
         missed_total += missed
         per_frame = 1e3 * result.seconds / FRAMES / len(result.chains)
-        print(f"{tr.rig.obj.name + ' / ' + tr.spec.name:24} {tr.spec.solver:8} {FRAMES:6d} {int(mask.sum()):9d} "
-              f"{missed:6d} {res.max():9.2e} {res.mean():9.2e} {stats.mean_iterations:7.1f} {per_frame:8.3f}")
+        print(
+            f"{tr.rig.obj.name + ' / ' + tr.spec.name:24} {tr.spec.solver:8} {FRAMES:6d} {int(mask.sum()):9d} "
+            f"{missed:6d} {res.max():9.2e} {res.mean():9.2e} {stats.mean_iterations:7.1f} {per_frame:8.3f}"
+        )
     print()
     print(f"live solving while scrubbing: {live_ms:.2f} ms per frame for 3 rigs ({solves} live solves)")
-    print(f"bake: {total:.3f} s for {len(tracks)} chains x {FRAMES} frames "
-          f"({', '.join(f'{n} {r.seconds:.3f} s' for n, r in results.items())})")
+    print(
+        f"bake: {total:.3f} s for {len(tracks)} chains x {FRAMES} frames "
+        f"({', '.join(f'{n} {r.seconds:.3f} s' for n, r in results.items())})"
+    )
     print("residuals are measured on the baked animation replayed with live solving off (Blender's own pose)")
     print(f"wrote {blend}")
     print(f"wrote {png}")

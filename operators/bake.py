@@ -21,7 +21,9 @@ class REACH_OT_bake(Operator):
 
     frame_start: IntProperty(name="Start", description="First frame to bake (default: the scene's)", default=1)
     frame_end: IntProperty(name="End", description="Last frame to bake (default: the scene's)", default=250)
-    step: IntProperty(name="Step", description="Bake every Nth frame (the last frame is always baked)", default=1, min=1)
+    step: IntProperty(
+        name="Step", description="Bake every Nth frame (the last frame is always baked)", default=1, min=1
+    )
     chains: EnumProperty(
         name="Chains",
         items=[
@@ -40,11 +42,16 @@ class REACH_OT_bake(Operator):
         name="Reduce Keys", description="Drop keys that a straight line between neighbours reproduces", default=False
     )
     reduce_tolerance: FloatProperty(
-        name="Reduce Tolerance", description="Largest allowed error of a dropped key (channel units)",
-        default=1e-4, min=0.0, soft_max=0.01, precision=5,
+        name="Reduce Tolerance",
+        description="Largest allowed error of a dropped key (channel units)",
+        default=1e-4,
+        min=0.0,
+        soft_max=0.01,
+        precision=5,
     )
     disable_after: BoolProperty(
-        name="Disable Chains After", description="Turn the baked chains off so the baked motion plays back",
+        name="Disable Chains After",
+        description="Turn the baked chains off so the baked motion plays back",
         default=True,
     )
 
@@ -56,7 +63,7 @@ class REACH_OT_bake(Operator):
     def invoke(self, context: Context, event: Event) -> set[str]:
         scene = context.scene
         self.frame_start, self.frame_end = scene.frame_start, scene.frame_end
-        return context.window_manager.invoke_props_dialog(self)  # type: ignore[no-any-return]
+        return set(context.window_manager.invoke_props_dialog(self))
 
     def execute(self, context: Context) -> set[str]:
         obj = context.active_object
@@ -64,8 +71,13 @@ class REACH_OT_bake(Operator):
             self.report({"ERROR"}, "Reach IK: select an armature to bake")
             return {"CANCELLED"}
         opts = BakeOptions(
-            frame_start=self.frame_start, frame_end=self.frame_end, step=self.step, chains=self.chains,
-            replace=self.replace, reduce=self.reduce, reduce_tolerance=self.reduce_tolerance,
+            frame_start=self.frame_start,
+            frame_end=self.frame_end,
+            step=self.step,
+            chains=self.chains,
+            replace=self.replace,
+            reduce=self.reduce,
+            reduce_tolerance=self.reduce_tolerance,
             disable_after=self.disable_after,
         )
         wm = context.window_manager

@@ -43,24 +43,36 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="blender -b FILE.blend -c reach_ik", description=__doc__.split("\n\n")[0],
-                formatter_class=argparse.RawDescriptionHelpFormatter,
-                epilog="Exit codes: 0 ok, 1 validation or bake failure, 2 usage.")
+    p = _Parser(
+        prog="blender -b FILE.blend -c reach_ik",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Exit codes: 0 ok, 1 validation or bake failure, 2 usage.",
+    )
     sub = p.add_subparsers(dest="command", metavar="{bake,check,openjd}")
     bake = sub.add_parser("bake", help="bake the IK chains to keyframes and save the result")
     bake.add_argument("--frames", help="frame range START-END or a single frame (default: the scene's range)")
     bake.add_argument("--step", type=int, default=1, help="bake every Nth frame (the last is always baked)")
-    bake.add_argument("--rig", action="append", default=[], metavar="NAME",
-                      help="armature object to bake (repeatable; default: every armature with chains)")
+    bake.add_argument(
+        "--rig",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="armature object to bake (repeatable; default: every armature with chains)",
+    )
     bake.add_argument("--chains", default="all", help="'all' (every enabled chain) or comma-separated chain names")
-    bake.add_argument("--start-from", choices=("rest", "current"),
-                      help="override each rig's Start From: 'rest' gives bit-identical keys on re-runs")
+    bake.add_argument(
+        "--start-from",
+        choices=("rest", "current"),
+        help="override each rig's Start From: 'rest' gives bit-identical keys on re-runs",
+    )
     bake.add_argument("--reduce", type=float, metavar="TOL", help="drop keys a straight line reproduces within TOL")
     bake.add_argument("--keep-enabled", action="store_true", help="leave the baked chains enabled")
     out = bake.add_mutually_exclusive_group(required=True)
     out.add_argument("--output", type=Path, help="write the baked file here (never the input file)")
-    out.add_argument("--output-dir", type=Path,
-                     help="write DIR/<shot>_baked.blend and DIR/<shot>_report.json (for farm jobs)")
+    out.add_argument(
+        "--output-dir", type=Path, help="write DIR/<shot>_baked.blend and DIR/<shot>_report.json (for farm jobs)"
+    )
     out.add_argument("--in-place", action="store_true", help="overwrite the input file with the baked result")
     bake.add_argument("--report", type=Path, help="write a JSON report (per rig and chain) here")
     job = sub.add_parser("openjd", help="write an OpenJD job bundle that bakes each shot in its own task")
@@ -83,7 +95,7 @@ def _rigs(names: list[str]) -> list[bpy.types.Object]:
     with_chains = [o for o in bpy.data.objects if o.type == "ARMATURE" and len(rig_settings(o).chains)]
     if not names:
         return with_chains
-    picked = []
+    picked: list[bpy.types.Object] = []
     for name in names:
         obj = bpy.data.objects.get(name)
         if obj is None or obj.type != "ARMATURE":
@@ -161,8 +173,13 @@ def cmd_bake(args: argparse.Namespace) -> int:
             args.report = Path(args.output_dir) / f"{stem}_report.json"
     start, end = _frames(args.frames)
     report: dict[str, object] = {
-        "file": source, "blender": bpy.app.version_string, "frames": [start, end], "step": args.step,
-        "output": str(Path(args.output).resolve()) if args.output else source, "rigs": [], "errors": [],
+        "file": source,
+        "blender": bpy.app.version_string,
+        "frames": [start, end],
+        "step": args.step,
+        "output": str(Path(args.output).resolve()) if args.output else source,
+        "rigs": [],
+        "errors": [],
     }
     errors: list[str] = report["errors"]  # type: ignore[assignment]
     rig_reports: list[dict[str, object]] = report["rigs"]  # type: ignore[assignment]
@@ -185,8 +202,12 @@ def cmd_bake(args: argparse.Namespace) -> int:
             if args.start_from:
                 rig_settings(obj).start_from = args.start_from.upper()
             opts = BakeOptions(
-                frame_start=start, frame_end=end, step=args.step, chains=which,
-                reduce=args.reduce is not None, reduce_tolerance=args.reduce or 0.0,
+                frame_start=start,
+                frame_end=end,
+                step=args.step,
+                chains=which,
+                reduce=args.reduce is not None,
+                reduce_tolerance=args.reduce or 0.0,
                 disable_after=not args.keep_enabled,
             )
             last = [-1.0]
@@ -228,7 +249,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return FAILED
     invalid = 0
     for obj in rigs:
-        report, sk, plan = prepare(obj)
+        report, _sk, plan = prepare(obj)
         if plan is not None and plan.groups:
             broken = check_inputs(obj, plan, read_inputs(obj, plan))
             if broken:
@@ -261,12 +282,18 @@ def cmd_openjd(args: argparse.Namespace) -> int:
     if args.frames:
         _frames(args.frames)  # validate the syntax now rather than on every worker
     template = job_template(
-        list(args.shots), Path(args.output_dir).resolve(), args.blender, args.frames, args.step,
+        list(args.shots),
+        Path(args.output_dir).resolve(),
+        args.blender,
+        args.frames,
+        args.step,
         bundle=Path(args.bundle),
     )
     path, params = write_bundle(Path(args.bundle), template, Path(args.output_dir))
-    _say(f"wrote {path} ({len(args.shots)} task(s)); run it locally with: "
-         f"openjd run {path} --step Bake -p file://{params}")
+    _say(
+        f"wrote {path} ({len(args.shots)} task(s)); run it locally with: "
+        f"openjd run {path} --step Bake -p file://{params}"
+    )
     return OK
 
 

@@ -16,8 +16,13 @@ TEMPLATE_NAME = "template.json"
 
 
 def job_template(
-    shots: list[Path], output_dir: Path, blender: str = "blender", frames: str = "", step: int = 1,
-    name: str = "Reach IK bake", bundle: Path | None = None,
+    shots: list[Path],
+    output_dir: Path,
+    blender: str = "blender",
+    frames: str = "",
+    step: int = 1,
+    name: str = "Reach IK bake",
+    bundle: Path | None = None,
 ) -> dict[str, object]:
     """An OpenJD job template (jobtemplate-2023-09) that bakes each shot in its own task.
 
@@ -30,22 +35,51 @@ def job_template(
     inside = out == base or base in out.parents
     if not shots:
         raise ValueError("a job needs at least one shot (.blend file)")
-    args = ["-b", "{{Task.Param.Shot}}", "-c", "reach_ik", "bake", "--output-dir", "{{Param.OutputDir}}",
-            "--step", "{{Param.FrameStep}}"]
+    args = [
+        "-b",
+        "{{Task.Param.Shot}}",
+        "-c",
+        "reach_ik",
+        "bake",
+        "--output-dir",
+        "{{Param.OutputDir}}",
+        "--step",
+        "{{Param.FrameStep}}",
+    ]
     if frames:
         args += ["--frames", "{{Param.Frames}}"]
     params: list[dict[str, object]] = [
-        {"name": "Blender", "type": "STRING", "default": blender,
-         "description": "The Blender executable (with the Reach IK extension installed) on the worker"},
-        {"name": "OutputDir", "type": "PATH", "objectType": "DIRECTORY", "dataFlow": "OUT",
-         "description": "Where each shot's baked .blend and JSON report go",
-         **({"default": os.path.relpath(out, base)} if inside else {})},
-        {"name": "FrameStep", "type": "INT", "default": int(step), "minValue": 1,
-         "description": "Bake every Nth frame (the last frame is always baked)"},
+        {
+            "name": "Blender",
+            "type": "STRING",
+            "default": blender,
+            "description": "The Blender executable (with the Reach IK extension installed) on the worker",
+        },
+        {
+            "name": "OutputDir",
+            "type": "PATH",
+            "objectType": "DIRECTORY",
+            "dataFlow": "OUT",
+            "description": "Where each shot's baked .blend and JSON report go",
+            **({"default": os.path.relpath(out, base)} if inside else {}),
+        },
+        {
+            "name": "FrameStep",
+            "type": "INT",
+            "default": int(step),
+            "minValue": 1,
+            "description": "Bake every Nth frame (the last frame is always baked)",
+        },
     ]
     if frames:
-        params.append({"name": "Frames", "type": "STRING", "default": frames,
-                       "description": "Frame range START-END (default: each shot's scene range)"})
+        params.append(
+            {
+                "name": "Frames",
+                "type": "STRING",
+                "default": frames,
+                "description": "Frame range START-END (default: each shot's scene range)",
+            }
+        )
     return {
         "specificationVersion": "jobtemplate-2023-09",
         "name": name,
@@ -59,11 +93,7 @@ def job_template(
                         {"name": "Shot", "type": "PATH", "range": [str(Path(s).resolve()) for s in shots]}
                     ]
                 },
-                "script": {
-                    "actions": {
-                        "onRun": {"command": "{{Param.Blender}}", "args": args, "timeout": 3600}
-                    }
-                },
+                "script": {"actions": {"onRun": {"command": "{{Param.Blender}}", "args": args, "timeout": 3600}}},
             }
         ],
     }

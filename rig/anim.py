@@ -19,36 +19,39 @@ import numpy as np
 from numpy.typing import NDArray
 
 F32 = NDArray[np.float32]
+Keys = dict[str, NDArray[np.generic]]
 
 # RNA functions are not Python class attributes: ask the RNA description, not hasattr().
-SLOTTED = "fcurve_ensure_for_datablock" in bpy.types.Action.bl_rna.functions
+SLOTTED = "fcurve_ensure_for_datablock" in bpy.types.Action.bl_rna.functions  # type: ignore[attr-defined]
 
 
-def _channelbag(action: bpy.types.Action, obj: bpy.types.Object) -> bpy.types.bpy_struct | None:
+def _channelbag(action: bpy.types.Action, obj: bpy.types.Object) -> bpy.types.ActionChannelbag | None:
     from bpy_extras import anim_utils
 
     ad = obj.animation_data
     slot = ad.action_slot if ad is not None else None
     if slot is None:
         return None
-    return anim_utils.action_get_channelbag_for_slot(action, slot)  # type: ignore[no-any-return]
+    return anim_utils.action_get_channelbag_for_slot(action, slot)
 
 
 def find_fcurve(action: bpy.types.Action, obj: bpy.types.Object, path: str, index: int) -> bpy.types.FCurve | None:
     if not SLOTTED:
         return action.fcurves.find(path, index=index)
     bag = _channelbag(action, obj)
-    return None if bag is None else bag.fcurves.find(path, index=index)  # type: ignore[attr-defined,no-any-return]
+    return None if bag is None else bag.fcurves.find(path, index=index)
 
 
 def all_fcurves(action: bpy.types.Action, obj: bpy.types.Object) -> list[bpy.types.FCurve]:
     if not SLOTTED:
         return list(action.fcurves)
     bag = _channelbag(action, obj)
-    return [] if bag is None else list(bag.fcurves)  # type: ignore[attr-defined]
+    return [] if bag is None else list(bag.fcurves)
 
 
-def ensure_fcurve(action: bpy.types.Action, obj: bpy.types.Object, path: str, index: int, group: str) -> bpy.types.FCurve:
+def ensure_fcurve(
+    action: bpy.types.Action, obj: bpy.types.Object, path: str, index: int, group: str
+) -> bpy.types.FCurve:
     if not SLOTTED:
         fc = action.fcurves.find(path, index=index)
         return fc if fc is not None else action.fcurves.new(path, index=index, action_group=group)
@@ -56,16 +59,16 @@ def ensure_fcurve(action: bpy.types.Action, obj: bpy.types.Object, path: str, in
     if existing is not None:
         return existing
     try:
-        return action.fcurve_ensure_for_datablock(obj, path, index=index, group_name=group)  # type: ignore[call-arg,no-any-return]
+        return action.fcurve_ensure_for_datablock(obj, path, index=index, group_name=group)  # type: ignore[call-arg]
     except TypeError:
         # 4.4/4.5 have no group_name; group the curve through its channelbag so it still shows per bone.
         fc = action.fcurve_ensure_for_datablock(obj, path, index=index)
         bag = _channelbag(action, obj)
         if bag is not None:
-            groups = bag.groups  # type: ignore[attr-defined]
+            groups = bag.groups
             g = groups.get(group) or groups.new(group)
             fc.group = g
-        return fc  # type: ignore[no-any-return]
+        return fc
 
 
 def remove_fcurve(action: bpy.types.Action, obj: bpy.types.Object, fc: bpy.types.FCurve) -> None:
@@ -74,7 +77,7 @@ def remove_fcurve(action: bpy.types.Action, obj: bpy.types.Object, fc: bpy.types
         return
     bag = _channelbag(action, obj)
     if bag is not None:
-        bag.fcurves.remove(fc)  # type: ignore[attr-defined]
+        bag.fcurves.remove(fc)
 
 
 # Everything a keyframe stores that foreach can reach; a snapshot restores a curve exactly.
@@ -94,18 +97,18 @@ _KEY_FIELDS: tuple[tuple[str, int, type], ...] = (
 )
 
 
-def read_keys(fc: bpy.types.FCurve) -> dict[str, np.ndarray]:
+def read_keys(fc: bpy.types.FCurve) -> Keys:
     kp = fc.keyframe_points
     n = len(kp)
     out = {}
     for name, width, dtype in _KEY_FIELDS:
-        buf = np.empty(n * width, dtype=dtype)
+        buf: NDArray[np.generic] = np.empty(n * width, dtype=dtype)
         kp.foreach_get(name, buf)
         out[name] = buf.reshape(n, width) if width > 1 else buf
     return out
 
 
-def write_keys(fc: bpy.types.FCurve, keys: dict[str, np.ndarray], recalc: bool) -> None:
+def write_keys(fc: bpy.types.FCurve, keys: Keys, recalc: bool) -> None:
     """Replace all keyframes of `fc` with `keys` (as returned by `read_keys`)."""
     kp = fc.keyframe_points
     kp.clear()
@@ -125,7 +128,7 @@ class ActionSnapshot:
     had_animation_data: bool
     action: bpy.types.Action | None
     slot_handle: int | None
-    curves: dict[tuple[str, int], dict[str, np.ndarray]] = field(default_factory=dict)
+    curves: dict[tuple[str, int], Keys] = field(default_factory=dict)
     created: list[tuple[str, int]] = field(default_factory=list)
     created_action: bpy.types.Action | None = None
 
@@ -173,4 +176,4 @@ def ensure_action(obj: bpy.types.Object, snapshot: ActionSnapshot) -> bpy.types.
         action = bpy.data.actions.new(f"{obj.name}Action")
         ad.action = action
         snapshot.created_action = action
-    return ad.action  # type: ignore[no-any-return]
+    return ad.action

@@ -17,6 +17,7 @@ from . import convert
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
+Channels = dict[str, NDArray[np.float32]]
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class Skeleton:
 _skeletons: dict[int, tuple[tuple[str, ...], bytes, Skeleton]] = {}
 
 
-def _matrices(collection: bpy.types.bpy_prop_collection, attr: str, n: int) -> F64:
+def _matrices(collection: bpy.types.bpy_prop_collection, attr: str, n: int) -> F64:  # type: ignore[type-arg]
     buf = np.empty(n * 16, dtype=np.float32)
     collection.foreach_get(attr, buf)
     # foreach_get('matrix') is column-major: transpose once to numpy's row-major convention.
@@ -156,11 +157,11 @@ def pose_tails(obj: bpy.types.Object) -> F64:
     return buf.reshape(-1, 3).astype(np.float64)
 
 
-def read_channels(obj: bpy.types.Object) -> dict[str, np.ndarray]:
+def read_channels(obj: bpy.types.Object) -> Channels:
     """The rotation channels of every pose bone, as float32 arrays (exact copies of Blender's values)."""
     pose_bones = obj.pose.bones
     n = len(pose_bones)
-    out: dict[str, np.ndarray] = {}
+    out: Channels = {}
     for attr, width in (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4)):
         buf = np.empty(n * width, dtype=np.float32)
         pose_bones.foreach_get(attr, buf)
@@ -168,7 +169,7 @@ def read_channels(obj: bpy.types.Object) -> dict[str, np.ndarray]:
     return out
 
 
-def write_channels(obj: bpy.types.Object, channels: dict[str, np.ndarray], changed: set[str]) -> None:
+def write_channels(obj: bpy.types.Object, channels: Channels, changed: set[str]) -> None:
     """Write back only the channel arrays that changed; untouched rows are the exact float32 read."""
     pose_bones = obj.pose.bones
     for attr in sorted(changed):
@@ -177,9 +178,7 @@ def write_channels(obj: bpy.types.Object, channels: dict[str, np.ndarray], chang
     obj.update_tag()
 
 
-def local_rotations(
-    frames: F64, parent_frames: F64, rest_rel: F64
-) -> F64:
+def local_rotations(frames: F64, parent_frames: F64, rest_rel: F64) -> F64:
     """Basis rotations that give armature-space `frames` under `parent_frames` (all (...,3,3)).
 
     Blender poses a bone as parent_pose @ rest_rel @ basis, so basis = (parent @ rest_rel)^T @ frame.
@@ -188,11 +187,12 @@ def local_rotations(
     return np.swapaxes(ref, -1, -2) @ frames
 
 
-_MODE_ITEMS = bpy.types.PoseBone.bl_rna.properties["rotation_mode"].enum_items
+# bl_rna.properties[...] is typed as the base Property; rotation_mode is an EnumProperty.
+_MODE_ITEMS = bpy.types.PoseBone.bl_rna.properties["rotation_mode"].enum_items  # type: ignore[attr-defined]
 _MODE_NAMES = {item.value: item.identifier for item in _MODE_ITEMS}
 
 
-def rotation_mode_values(obj: bpy.types.Object) -> np.ndarray:
+def rotation_mode_values(obj: bpy.types.Object) -> NDArray[np.int32]:
     """Every pose bone's rotation mode as its enum value, in one call (see `_MODE_NAMES`)."""
     pose_bones = obj.pose.bones
     buf = np.empty(len(pose_bones), dtype=np.int32)
@@ -204,7 +204,7 @@ def rotations_to_channels(
     obj: bpy.types.Object,
     bones: list[int],
     basis: F64,
-    channels: dict[str, np.ndarray],
+    channels: Channels,
 ) -> set[str]:
     """Put basis rotations of `bones` into `channels` in each bone's own rotation mode.
 

@@ -23,7 +23,8 @@ from .solve import Inputs, check_inputs, prepare, read_inputs, solve_inputs, sta
 F64 = NDArray[np.float64]
 Progress = Callable[[float, str], None]
 CHANNELS = {"QUATERNION": ("rotation_quaternion", 4), "AXIS_ANGLE": ("rotation_axis_angle", 4)}
-_LINEAR = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value
+# bl_rna.properties[...] is typed as the base Property; interpolation is an EnumProperty.
+_LINEAR = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value  # type: ignore[attr-defined]
 
 
 class BakeError(RuntimeError):
@@ -80,8 +81,11 @@ class BakeResult:
             "seconds_write": round(self.seconds_write, 4),
             "chains": [
                 {
-                    "name": c.name, "frames": c.frames, "max_residual": c.max_residual,
-                    "mean_residual": c.mean_residual, "mean_iterations": c.mean_iterations,
+                    "name": c.name,
+                    "frames": c.frames,
+                    "max_residual": c.max_residual,
+                    "mean_residual": c.mean_residual,
+                    "mean_iterations": c.mean_iterations,
                     "reached_all": c.reached_all,
                 }
                 for c in self.chains
@@ -117,14 +121,13 @@ def select_chains(obj: bpy.types.Object, which: str | set[int]) -> set[int]:
         picked = {i}
     elif which == "SELECTED":
         bones = obj.data.bones
-        picked = {
-            i for i, ch in enumerate(chains)
-            if ch.enabled and ch.tip_bone in bones and bones[ch.tip_bone].select
-        }
+        picked = {i for i, ch in enumerate(chains) if ch.enabled and ch.tip_bone in bones and bones[ch.tip_bone].select}
     else:
         raise BakeError(f"unknown chain selection {which!r}: use ALL, ACTIVE or SELECTED")
     if not picked:
-        raise BakeError(f"'{obj.name}' has no enabled chains to bake ({which.lower() if isinstance(which, str) else which})")
+        raise BakeError(
+            f"'{obj.name}' has no enabled chains to bake ({which.lower() if isinstance(which, str) else which})"
+        )
     return picked
 
 
@@ -142,7 +145,8 @@ def _values(mode: str, basis: F64, previous: F64) -> F64:
         flips = np.einsum("fni,fni->fn", q[1:], q[:-1]) < 0.0
         first = np.where(np.einsum("ni,ni->n", q[0], previous) < 0.0, -1.0, 1.0)
         signs = first[None] * np.cumprod(np.where(np.concatenate([np.zeros((1, n), bool), flips]), -1.0, 1.0), axis=0)
-        return q * signs[..., None]
+        signed: F64 = q * signs[..., None]
+        return signed
     if mode == "AXIS_ANGLE":
         q = convert.matrix_to_quaternion(flat).reshape(f, n, 4)
         out = np.empty((f, n, 4))
@@ -194,7 +198,7 @@ def _merge_keys(fc: bpy.types.FCurve, frames: F64, values: F64, opts: BakeOption
         return len(frames)
     old = anim.read_keys(fc)
     n_old = len(old["co"])
-    t_old = old["co"][:, 0]
+    t_old = old["co"][:, 0].astype(np.float64)
     if opts.replace:
         drop = (t_old >= opts.frame_start - 1e-4) & (t_old <= opts.frame_end + 1e-4)
     else:
@@ -218,6 +222,8 @@ def _merge_keys(fc: bpy.types.FCurve, frames: F64, values: F64, opts: BakeOption
 def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None = None) -> BakeResult:
     """Bake the chosen chains of `obj` over the frame range. Raises `BakeError` having changed nothing."""
     scene = bpy.context.scene
+    if scene is None:
+        raise BakeError("there is no active scene to bake in")
     frames = frame_list(opts.frame_start, opts.frame_end, opts.step)
     only = select_chains(obj, opts.chains)
     report, sk, plan = prepare(obj, only)
@@ -275,9 +281,16 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
         out = report.outcomes[i]
         res = out.residuals if out.residuals is not None else np.zeros(1)
         its = out.iteration_counts if out.iteration_counts is not None else np.zeros(1)
-        result.chains.append(ChainStats(
-            settings.chains[i].name, len(frames), float(res.max()), float(res.mean()), float(its.mean()), out.reached,
-        ))
+        result.chains.append(
+            ChainStats(
+                settings.chains[i].name,
+                len(frames),
+                float(res.max()),
+                float(res.mean()),
+                float(its.mean()),
+                out.reached,
+            )
+        )
     if opts.disable_after:
         for i in only:
             settings.chains[i].enabled = False
@@ -291,7 +304,7 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
 
 def _frame_of(message: str, frames: list[int]) -> int | None:
     if message.startswith("frame #"):
-        return frames[int(message[len("frame #"):].split(":", 1)[0])]
+        return frames[int(message[len("frame #") :].split(":", 1)[0])]
     return frames[0] if len(frames) == 1 else None
 
 
@@ -313,7 +326,7 @@ def _read_frames(
     return stack
 
 
-def _read_loc_scale(obj: bpy.types.Object) -> dict[str, np.ndarray]:
+def _read_loc_scale(obj: bpy.types.Object) -> dict[str, NDArray[np.float32]]:
     pbs = obj.pose.bones
     out = {}
     for attr in ("location", "scale"):
@@ -324,7 +337,9 @@ def _read_loc_scale(obj: bpy.types.Object) -> dict[str, np.ndarray]:
 
 
 def _restore_pose(
-    obj: bpy.types.Object, channels: dict[str, np.ndarray], loc_scale: dict[str, np.ndarray],
+    obj: bpy.types.Object,
+    channels: dict[str, NDArray[np.float32]],
+    loc_scale: dict[str, NDArray[np.float32]],
     only_bones: list[int] | None = None,
 ) -> None:
     pbs = obj.pose.bones
@@ -343,8 +358,13 @@ def _restore_pose(
 
 
 def _write(
-    obj: bpy.types.Object, bones: list[int], basis: F64, frames: list[int], channels_before: dict[str, np.ndarray],
-    opts: BakeOptions, snapshot: anim.ActionSnapshot,
+    obj: bpy.types.Object,
+    bones: list[int],
+    basis: F64,
+    frames: list[int],
+    channels_before: dict[str, NDArray[np.float32]],
+    opts: BakeOptions,
+    snapshot: anim.ActionSnapshot,
 ) -> int:
     pbs = obj.pose.bones
     action = anim.ensure_action(obj, snapshot)

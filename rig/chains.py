@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 
 import bpy
 import numpy as np
+from numpy.typing import NDArray
 
 from .armature import Skeleton
-from .props import rig_settings
+from .props import ReachChain, rig_settings
 
 
 @dataclass
@@ -49,7 +50,7 @@ class Plan:
     limits: dict[tuple[tuple[int, ...], ...], object] = field(default_factory=dict)
 
 
-def usable(m: np.ndarray) -> bool:
+def usable(m: NDArray[np.float64]) -> bool:
     """Finite and not absurd: Blender clamps an infinite location to FLT_MAX, which is finite but broken."""
     return bool(np.isfinite(m).all()) and float(np.abs(m).max(initial=0.0)) < 1e30
 
@@ -93,12 +94,14 @@ def _object_problem(role: str, ob: bpy.types.Object | None, rig: bpy.types.Objec
 def _parent_bone_of(ob: bpy.types.Object, rig: bpy.types.Object, sk: Skeleton) -> int | None:
     """The rig bone that `ob` ultimately hangs from (through any chain of parents), if any."""
     seen = 0
-    while ob is not None and seen < 1000:
+    node: bpy.types.Object | None = ob
+    while node is not None and seen < 1000:
+        ob = node
         if ob.parent == rig:
             if ob.parent_type == "BONE" and ob.parent_bone in sk.index:
                 return sk.index[ob.parent_bone]
             return None
-        ob = ob.parent
+        node = ob.parent
         seen += 1
     return None
 
@@ -192,8 +195,7 @@ def build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None
                 for p in members:
                     plan.errors[p.index] = (
                         "chains that share bones are solved as one tree; in a tree every chain needs a weight "
-                        "above 0 and Use Target Rotation off (see chain "
-                        + ", ".join(f"'{b.name}'" for b in bad) + ")"
+                        "above 0 and Use Target Rotation off (see chain " + ", ".join(f"'{b.name}'" for b in bad) + ")"
                     )
                 continue
             for p in members:
@@ -222,9 +224,7 @@ def build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None
     return plan
 
 
-def _validate_chain(
-    obj: bpy.types.Object, sk: Skeleton, i: int, ch: bpy.types.PropertyGroup
-) -> ChainPlan | str:
+def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain) -> ChainPlan | str:
     tip = ch.tip_bone
     if not tip:
         return "no tip bone: pick the last bone of the chain"
@@ -266,6 +266,12 @@ def _validate_chain(
     if not math.isfinite(weight):
         return f"weight {weight} is not a number: set a weight of 0 to 10"
     return ChainPlan(
-        index=i, name=ch.name or tip, solver=ch.solver, bones=bones, target=ch.target, pole=ch.pole,
-        weight=weight, use_target_rotation=bool(ch.use_target_rotation),
+        index=i,
+        name=ch.name or tip,
+        solver=ch.solver,
+        bones=bones,
+        target=ch.target,
+        pole=ch.pole,
+        weight=weight,
+        use_target_rotation=bool(ch.use_target_rotation),
     )

@@ -28,7 +28,7 @@ def matrix_to_quaternion(m: F64) -> F64:
     """(M,3,3) rotation matrices -> (M,4) unit quaternions (w, x, y, z), w >= 0 not enforced."""
     m = np.asarray(m, dtype=np.float64)
     t = np.trace(m, axis1=-2, axis2=-1)
-    q = np.empty(m.shape[:-2] + (4,))
+    q = np.empty((*m.shape[:-2], 4))
     # Shepperd's method: branch on the largest of w, x, y, z so the square root never nears zero.
     cand = np.stack([t, m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]], axis=-1)
     which = np.argmax(cand, axis=-1)
@@ -39,20 +39,36 @@ def matrix_to_quaternion(m: F64) -> F64:
         r = m[sel]
         if case == 0:
             s = np.sqrt(1.0 + r[:, 0, 0] + r[:, 1, 1] + r[:, 2, 2]) * 2.0
-            vals = [0.25 * s, (r[:, 2, 1] - r[:, 1, 2]) / s, (r[:, 0, 2] - r[:, 2, 0]) / s,
-                    (r[:, 1, 0] - r[:, 0, 1]) / s]
+            vals = [
+                0.25 * s,
+                (r[:, 2, 1] - r[:, 1, 2]) / s,
+                (r[:, 0, 2] - r[:, 2, 0]) / s,
+                (r[:, 1, 0] - r[:, 0, 1]) / s,
+            ]
         elif case == 1:
             s = np.sqrt(1.0 + r[:, 0, 0] - r[:, 1, 1] - r[:, 2, 2]) * 2.0
-            vals = [(r[:, 2, 1] - r[:, 1, 2]) / s, 0.25 * s, (r[:, 0, 1] + r[:, 1, 0]) / s,
-                    (r[:, 0, 2] + r[:, 2, 0]) / s]
+            vals = [
+                (r[:, 2, 1] - r[:, 1, 2]) / s,
+                0.25 * s,
+                (r[:, 0, 1] + r[:, 1, 0]) / s,
+                (r[:, 0, 2] + r[:, 2, 0]) / s,
+            ]
         elif case == 2:
             s = np.sqrt(1.0 + r[:, 1, 1] - r[:, 0, 0] - r[:, 2, 2]) * 2.0
-            vals = [(r[:, 0, 2] - r[:, 2, 0]) / s, (r[:, 0, 1] + r[:, 1, 0]) / s, 0.25 * s,
-                    (r[:, 1, 2] + r[:, 2, 1]) / s]
+            vals = [
+                (r[:, 0, 2] - r[:, 2, 0]) / s,
+                (r[:, 0, 1] + r[:, 1, 0]) / s,
+                0.25 * s,
+                (r[:, 1, 2] + r[:, 2, 1]) / s,
+            ]
         else:
             s = np.sqrt(1.0 + r[:, 2, 2] - r[:, 0, 0] - r[:, 1, 1]) * 2.0
-            vals = [(r[:, 1, 0] - r[:, 0, 1]) / s, (r[:, 0, 2] + r[:, 2, 0]) / s,
-                    (r[:, 1, 2] + r[:, 2, 1]) / s, 0.25 * s]
+            vals = [
+                (r[:, 1, 0] - r[:, 0, 1]) / s,
+                (r[:, 0, 2] + r[:, 2, 0]) / s,
+                (r[:, 1, 2] + r[:, 2, 1]) / s,
+                0.25 * s,
+            ]
         q[sel] = np.stack(vals, axis=-1)
     q /= np.linalg.norm(q, axis=-1, keepdims=True)
     return q
@@ -148,8 +164,7 @@ def euler_to_matrix(e: F64, order: str) -> F64:
         r[:, b, a] = s
         r[:, a, b] = -s
         mats["XYZ"[axis]] = r
-    first, second, third = order
-    return mats[third] @ mats[second] @ mats[first]
+    return mats[order[2]] @ mats[order[1]] @ mats[order[0]]
 
 
 def rotation_parts(m: F64) -> tuple[F64, F64]:

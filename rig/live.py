@@ -68,7 +68,10 @@ def fingerprint(obj: bpy.types.Object) -> bytes:
     pose_bones = obj.pose.bones
     n = len(pose_bones)
     for attr, width in (
-        ("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4), ("location", 3),
+        ("rotation_quaternion", 4),
+        ("rotation_euler", 3),
+        ("rotation_axis_angle", 4),
+        ("location", 3),
         ("scale", 3),
     ):
         buf = np.empty(n * width, dtype=np.float32)
@@ -79,8 +82,9 @@ def fingerprint(obj: bpy.types.Object) -> bytes:
     sk = armature.skeleton(obj, trust_cache=True)
     index, parent_of = sk.index, sk.parent
     for ch in s.chains:
-        h.update(repr((ch.enabled, ch.solver, ch.tip_bone, ch.chain_length, ch.weight,
-                       ch.use_target_rotation)).encode())
+        h.update(
+            repr((ch.enabled, ch.solver, ch.tip_bone, ch.chain_length, ch.weight, ch.use_target_rotation)).encode()
+        )
         for ob in (ch.target, ch.pole):
             if ob is not None:
                 objects.append(ob)
@@ -140,7 +144,6 @@ def _run(scene: bpy.types.Scene) -> None:
                     print(f"Reach IK: solving '{obj.name}' failed (other rigs go on):\n{text}")
     finally:
         _busy = False
-_suspended: set[int] = set()  # session_uid of armatures being baked: the bake solves them itself
 
 
 _STRUCTURE_TYPES = (bpy.types.Collection, bpy.types.Scene, bpy.types.Armature)

@@ -55,40 +55,57 @@ class ReachChain(PropertyGroup):
     """One IK chain: a tip bone, how many bones up from it, and what it reaches for."""
 
     enabled: BoolProperty(name="Enabled", default=True, override=OVERRIDE, update=_mark_dirty)
-    solver: EnumProperty(
-        name="Solver", items=SOLVER_ITEMS, default="FABRIK", override=OVERRIDE, update=_mark_dirty
-    )
+    solver: EnumProperty(name="Solver", items=SOLVER_ITEMS, default="FABRIK", override=OVERRIDE, update=_mark_dirty)
     tip_bone: StringProperty(
-        name="Tip Bone", description="The last bone of the chain; its tail reaches for the target",
-        override=OVERRIDE, update=_mark_dirty,
+        name="Tip Bone",
+        description="The last bone of the chain; its tail reaches for the target",
+        override=OVERRIDE,
+        update=_mark_dirty,
     )
     chain_length: IntProperty(
-        name="Chain Length", description="Bones counted up from the tip bone", default=2, min=1, soft_max=64,
-        override=OVERRIDE, update=_mark_dirty,
+        name="Chain Length",
+        description="Bones counted up from the tip bone",
+        default=2,
+        min=1,
+        soft_max=64,
+        override=OVERRIDE,
+        update=_mark_dirty,
     )
     target: PointerProperty(
-        name="Target", type=Object, description="The object the tip reaches for (normally an Empty)",
-        override=OVERRIDE, update=_mark_dirty,
+        name="Target",
+        type=Object,
+        description="The object the tip reaches for (normally an Empty)",
+        override=OVERRIDE,
+        update=_mark_dirty,
     )
     pole: PointerProperty(
-        name="Pole", type=Object, description="Optional: the chain bends toward this object",
-        override=OVERRIDE, update=_mark_dirty,
+        name="Pole",
+        type=Object,
+        description="Optional: the chain bends toward this object",
+        override=OVERRIDE,
+        update=_mark_dirty,
     )
     weight: FloatProperty(
-        name="Weight", description="Pull of this effector when chains share bones (a tree)",
-        default=1.0, min=0.0, soft_max=10.0, override=OVERRIDE, update=_mark_dirty,
+        name="Weight",
+        description="Pull of this effector when chains share bones (a tree)",
+        default=1.0,
+        min=0.0,
+        soft_max=10.0,
+        override=OVERRIDE,
+        update=_mark_dirty,
     )
     use_target_rotation: BoolProperty(
-        name="Use Target Rotation", description="The tip bone also takes the target's orientation",
-        default=False, override=OVERRIDE, update=_mark_dirty,
+        name="Use Target Rotation",
+        description="The tip bone also takes the target's orientation",
+        default=False,
+        override=OVERRIDE,
+        update=_mark_dirty,
     )
     # Read-only status, written by the solver.
     is_valid: BoolProperty(name="Valid", default=True, options=set())
     message: StringProperty(name="Message", default="", options=set())
     iterations: IntProperty(name="Iterations", default=0, options=set())
-    residual: FloatProperty(
-        name="Residual", default=0.0, precision=6, unit="LENGTH", options=set()
-    )
+    residual: FloatProperty(name="Residual", default=0.0, precision=6, unit="LENGTH", options=set())
     # Empties that chain_add created, so chain_remove can offer to delete exactly those.
     created_target: BoolProperty(default=False, options={"HIDDEN"})
     created_pole: BoolProperty(default=False, options={"HIDDEN"})
@@ -98,21 +115,33 @@ class ReachRigSettings(PropertyGroup):
     """Per-armature settings: `Object.reach_ik`."""
 
     live: BoolProperty(
-        name="Live", description="Solve whenever a target, pole, the rig or a setting changes",
-        default=True, override=OVERRIDE, update=_mark_dirty,
+        name="Live",
+        description="Solve whenever a target, pole, the rig or a setting changes",
+        default=True,
+        override=OVERRIDE,
+        update=_mark_dirty,
     )
     tolerance: FloatProperty(
-        name="Tolerance", description="Stop when the tip is this close to the target (world units)",
-        default=0.001, min=1e-7, soft_max=0.1, precision=5, unit="LENGTH", override=OVERRIDE,
+        name="Tolerance",
+        description="Stop when the tip is this close to the target (world units)",
+        default=0.001,
+        min=1e-7,
+        soft_max=0.1,
+        precision=5,
+        unit="LENGTH",
+        override=OVERRIDE,
         update=_mark_dirty,
     )
     max_iterations: IntProperty(
-        name="Max Iterations", description="Iteration cap per solve", default=30, min=1, soft_max=500,
-        override=OVERRIDE, update=_mark_dirty,
+        name="Max Iterations",
+        description="Iteration cap per solve",
+        default=30,
+        min=1,
+        soft_max=500,
+        override=OVERRIDE,
+        update=_mark_dirty,
     )
-    roll_mode: EnumProperty(
-        name="Roll", items=ROLL_ITEMS, default="KEEP", override=OVERRIDE, update=_mark_dirty
-    )
+    roll_mode: EnumProperty(name="Roll", items=ROLL_ITEMS, default="KEEP", override=OVERRIDE, update=_mark_dirty)
     start_from: EnumProperty(
         name="Start From", items=START_ITEMS, default="CURRENT", override=OVERRIDE, update=_mark_dirty
     )
@@ -126,8 +155,14 @@ class ReachRigSettings(PropertyGroup):
 
 def _angle(name: str, default: float, description: str) -> FloatProperty:
     return FloatProperty(
-        name=name, description=description, subtype="ANGLE", default=default, min=0.0,
-        max=math.radians(179.9), override=OVERRIDE, update=_mark_dirty,
+        name=name,
+        description=description,
+        subtype="ANGLE",
+        default=default,
+        min=0.0,
+        max=math.radians(179.9),
+        override=OVERRIDE,
+        update=_mark_dirty,
     )
 
 
@@ -141,12 +176,22 @@ class ReachBoneLimits(PropertyGroup):
     cone_right: _angle("Right", math.radians(45.0), "Swing toward the bone's +X")
     use_twist: BoolProperty(name="Twist", default=False, override=OVERRIDE, update=_mark_dirty)
     twist_min: FloatProperty(
-        name="Twist Min", subtype="ANGLE", default=math.radians(-45.0), min=-math.pi, max=math.pi,
-        override=OVERRIDE, update=_mark_dirty,
+        name="Twist Min",
+        subtype="ANGLE",
+        default=math.radians(-45.0),
+        min=-math.pi,
+        max=math.pi,
+        override=OVERRIDE,
+        update=_mark_dirty,
     )
     twist_max: FloatProperty(
-        name="Twist Max", subtype="ANGLE", default=math.radians(45.0), min=-math.pi, max=math.pi,
-        override=OVERRIDE, update=_mark_dirty,
+        name="Twist Max",
+        subtype="ANGLE",
+        default=math.radians(45.0),
+        min=-math.pi,
+        max=math.pi,
+        override=OVERRIDE,
+        update=_mark_dirty,
     )
 
 

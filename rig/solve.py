@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import bpy
 import numpy as np
@@ -103,7 +104,9 @@ def stack_inputs(frames: Sequence[Inputs]) -> Inputs:
         world=np.concatenate([f.world for f in frames]),
         targets={k: np.concatenate([f.targets[k] for f in frames]) for k in frames[0].targets},
         poles={k: np.concatenate([f.poles[k] for f in frames]) for k in frames[0].poles},
-        basis=cat("basis"), location=cat("location"), scale=cat("scale"),
+        basis=cat("basis"),
+        location=cat("location"),
+        scale=cat("scale"),
     )
 
 
@@ -209,8 +212,10 @@ def _tile_limits(limits: JointLimits | None, f: int) -> JointLimits | None:
     if limits is None or f == 1:
         return limits
     return JointLimits(
-        cone=np.tile(limits.cone, (f, 1, 1)), use_cone=np.tile(limits.use_cone, (f, 1)),
-        twist=np.tile(limits.twist, (f, 1, 1)), use_twist=np.tile(limits.use_twist, (f, 1)),
+        cone=np.tile(limits.cone, (f, 1, 1)),
+        use_cone=np.tile(limits.use_cone, (f, 1)),
+        twist=np.tile(limits.twist, (f, 1, 1)),
+        use_twist=np.tile(limits.use_twist, (f, 1)),
     )
 
 
@@ -281,7 +286,8 @@ class _Space:
 
     def points(self, mats: F64) -> F64:
         """(F,4,4) world matrices -> (F,3) armature-space positions."""
-        return np.einsum("fij,fj->fi", self.inv_world, mats[:, :, 3])[:, :3]
+        out: F64 = np.einsum("fij,fj->fi", self.inv_world, mats[:, :, 3])[:, :3]
+        return out
 
     def rotations(self, mats: F64) -> F64:
         rot, _ = convert.rotation_parts((self.inv_world @ mats)[:, :3, :3])
@@ -295,13 +301,13 @@ def _chain_arrays(work: _Work, rows: list[list[int]], start_rest: bool) -> tuple
     f = work.matrices.shape[0]
     k, n = idx.shape
     heads = work.heads()[:, idx]  # (F, K, N, 3)
-    tips = work.tails(idx[:, -1])  # (F, K, 3)
+    tips = work.tails(idx[:, -1].tolist())  # (F, K, 3)
     positions = np.concatenate([heads, tips[:, :, None, :]], axis=2).reshape(f * k, n + 1, 3)
     frames = work.rot[:, idx].reshape(f * k, n, 3, 3)
     deltas = positions[:, 1:] - positions[:, :-1]
     offsets = np.einsum("knji,knj->kni", frames, deltas)  # F^T @ delta: the current offsets
     ref_local = np.tile(sk.rest_rel[idx], (f, 1, 1, 1))
-    base = work.parent_rot(idx[:, 0]).reshape(f * k, 3, 3)
+    base = work.parent_rot(idx[:, 0].tolist()).reshape(f * k, 3, 3)
     if start_rest:
         # Deterministic start: the rest pose hung from the current parent, with the current offsets.
         frames = frames.copy()
@@ -313,9 +319,7 @@ def _chain_arrays(work: _Work, rows: list[list[int]], start_rest: bool) -> tuple
     return positions, frames, offsets, ref_local, base
 
 
-def _outcome(
-    residuals: F64, iterations: F64, statuses: Sequence[str], tolerance: float
-) -> ChainOutcome:
+def _outcome(residuals: F64, iterations: F64, statuses: Sequence[str], tolerance: float) -> ChainOutcome:
     worst = int(np.argmax(residuals))
     residual = float(residuals[worst])
     reached = bool((residuals <= tolerance * (1.0 + 1e-6)).all())
@@ -326,8 +330,7 @@ def _outcome(
         message = f"target out of reach: the tip stops {residual:.4g} short (chain fully extended or limited)"
     else:
         message = (
-            f"not reached: {residual:.4g} from the target ({status.lower()}); "
-            "raise Max Iterations or check the limits"
+            f"not reached: {residual:.4g} from the target ({status.lower()}); raise Max Iterations or check the limits"
         )
     if residuals.shape[0] > 1 and message:
         message = f"worst frame #{worst}: {message}"
@@ -357,8 +360,15 @@ def _solve_smooth(solve: Callable[[ChainProblem], SolveResult], problem: ChainPr
 
 
 def _solve_batch(
-    obj: bpy.types.Object, work: _Work, plan: Plan, solver: str, chains: list[ChainPlan], inputs: Inputs,
-    space: _Space, report: RigReport, smooth: bool = False,
+    obj: bpy.types.Object,
+    work: _Work,
+    plan: Plan,
+    solver: str,
+    chains: list[ChainPlan],
+    inputs: Inputs,
+    space: _Space,
+    report: RigReport,
+    smooth: bool = False,
 ) -> None:
     settings = rig_settings(obj)
     f = work.matrices.shape[0]
@@ -382,18 +392,22 @@ def _solve_batch(
         positions, frames, offsets, ref_local, base = _chain_arrays(work, rows, settings.start_from == "REST")
         has_pole = any(c.pole is not None for c in chains)
         problem = ChainProblem(
-            positions=positions, frames=frames, offsets=offsets, ref_local=ref_local, base=base,
-            targets=aims.reshape(f * k, 3), poles=poles.reshape(f * k, 3) if has_pole else None,
+            positions=positions,
+            frames=frames,
+            offsets=offsets,
+            ref_local=ref_local,
+            base=base,
+            targets=aims.reshape(f * k, 3),
+            poles=poles.reshape(f * k, 3) if has_pole else None,
             limits=_tile_limits(_cached_limits(obj, work.sk, plan, rows), f),
             tolerance=float(settings.tolerance) / float(space.scale.min()),
-            max_iterations=int(settings.max_iterations), roll_mode=settings.roll_mode,
+            max_iterations=int(settings.max_iterations),
+            roll_mode=settings.roll_mode,
         )
         solve = SOLVERS[solver]
         result = _solve_smooth(solve, problem) if smooth and f > 1 and solver != "TWO_BONE" else solve(problem)
         flat = [b for row in rows for b in row]
-        work.set_bones(
-            flat, result.frames.reshape(f, k * n, 3, 3), result.positions[:, :-1].reshape(f, k * n, 3)
-        )
+        work.set_bones(flat, result.frames.reshape(f, k * n, 3, 3), result.positions[:, :-1].reshape(f, k * n, 3))
         if with_rot:
             tip_heads = result.positions[:, -1].reshape(f, k, 3)
     if with_rot:
@@ -409,8 +423,14 @@ def _solve_batch(
 
 
 def _solve_tree(
-    obj: bpy.types.Object, work: _Work, plan: Plan, group: Group, inputs: Inputs, space: _Space,
-    report: RigReport, smooth: bool = False,
+    obj: bpy.types.Object,
+    work: _Work,
+    plan: Plan,
+    group: Group,
+    inputs: Inputs,
+    space: _Space,
+    report: RigReport,
+    smooth: bool = False,
 ) -> None:
     settings = rig_settings(obj)
     sk = work.sk
@@ -449,10 +469,20 @@ def _solve_tree(
                     h[i] = h[parents[i]] + fr[parents[i]] @ head_offsets[i]
             frames, heads = fr, h
         problem = TreeProblem(
-            parents=parents, heads=heads, frames=frames, head_offsets=head_offsets, tail_offsets=tail_offsets,
-            ref_local=ref_local, base=base, effectors=effectors, targets=goals_all[fi], weights=weights,
-            limits=limits, tolerance=float(settings.tolerance) / float(space.scale[fi]),
-            max_iterations=int(settings.max_iterations), roll_mode=settings.roll_mode,
+            parents=parents,
+            heads=heads,
+            frames=frames,
+            head_offsets=head_offsets,
+            tail_offsets=tail_offsets,
+            ref_local=ref_local,
+            base=base,
+            effectors=effectors,
+            targets=goals_all[fi],
+            weights=weights,
+            limits=limits,
+            tolerance=float(settings.tolerance) / float(space.scale[fi]),
+            max_iterations=int(settings.max_iterations),
+            roll_mode=settings.roll_mode,
         )
         problems.append(problem)
     results = [tree.solve_tree(p) for p in problems]
@@ -486,8 +516,14 @@ def _guarded(report: RigReport, chains: list[ChainPlan], run: Callable[[], None]
 
 
 def _solve_levels(
-    obj: bpy.types.Object, work: _Work, plan: Plan, groups: list[Group], inputs: Inputs, space: _Space,
-    report: RigReport, smooth: bool,
+    obj: bpy.types.Object,
+    work: _Work,
+    plan: Plan,
+    groups: list[Group],
+    inputs: Inputs,
+    space: _Space,
+    report: RigReport,
+    smooth: bool,
 ) -> None:
     levels = sorted({g.level for g in groups})
     for li, lv in enumerate(levels):
@@ -498,15 +534,13 @@ def _solve_levels(
             if g.level != lv:
                 continue
             if g.is_tree:
-                _guarded(report, g.chains, lambda g=g: _solve_tree(obj, work, plan, g, inputs, space, report, smooth))
+                _guarded(report, g.chains, partial(_solve_tree, obj, work, plan, g, inputs, space, report, smooth))
                 continue
             c = g.chains[0]
             batches.setdefault((c.solver, len(c.bones), c.use_target_rotation), []).append(c)
         for (solver, _n, _rot), chains in batches.items():
-            _guarded(
-                report, chains,
-                lambda s=solver, cs=chains: _solve_batch(obj, work, plan, s, cs, inputs, space, report, smooth),
-            )
+            run = partial(_solve_batch, obj, work, plan, solver, chains, inputs, space, report, smooth)
+            _guarded(report, chains, run)
 
 
 @dataclass
@@ -529,8 +563,17 @@ def _plan_key(obj: bpy.types.Object, sk: armature.Skeleton) -> tuple[object, ...
         return None if ob is None else (ob.as_pointer(), ob.parent_bone, ob.parent_type)
 
     chains = tuple(
-        (ch.enabled, ch.solver, ch.tip_bone, ch.chain_length, ref(ch.target), ref(ch.pole), ch.weight,
-         ch.use_target_rotation, ch.name)
+        (
+            ch.enabled,
+            ch.solver,
+            ch.tip_bone,
+            ch.chain_length,
+            ref(ch.target),
+            ref(ch.pole),
+            ch.weight,
+            ch.use_target_rotation,
+            ch.name,
+        )
         for ch in rig_settings(obj).chains
     )
     return (id(sk), live.settings_version(obj), obj.data.as_pointer(), chains)
@@ -589,7 +632,11 @@ def _flat_groups(sk: armature.Skeleton, plan: Plan, scale: F64, report: RigRepor
 
 
 def solve_inputs(
-    obj: bpy.types.Object, sk: armature.Skeleton, plan: Plan, inputs: Inputs, report: RigReport,
+    obj: bpy.types.Object,
+    sk: armature.Skeleton,
+    plan: Plan,
+    inputs: Inputs,
+    report: RigReport,
     smooth: bool = False,
 ) -> Solved:
     """Solve every planned group over the stacked frames of `inputs`; fill `report`; return basis rotations.
@@ -649,7 +696,7 @@ def store_status(obj: bpy.types.Object, report: RigReport) -> None:
         if out is None:
             valid, message, iters, residual = True, "", 0, 0.0
         else:
-            valid, message, iters, residual = out.valid, out.message, int(round(out.iterations)), out.residual
+            valid, message, iters, residual = out.valid, out.message, round(out.iterations), out.residual
         if ch.is_valid != valid:
             ch.is_valid = valid
         if ch.message != message:

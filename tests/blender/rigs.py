@@ -26,8 +26,9 @@ def armature(name: str = "Rig", bones: Sequence[tuple[str, str | None, tuple, tu
     return obj
 
 
-def chain_rig(n: int = 3, length: float = 1.0, name: str = "Rig", gap: float = 0.0,
-              bend: float = 0.15) -> bpy.types.Object:
+def chain_rig(
+    n: int = 3, length: float = 1.0, name: str = "Rig", gap: float = 0.0, bend: float = 0.15
+) -> bpy.types.Object:
     """A chain of n bones along +Z with a slight zig-zag bend (so 'KEEP' has a bend plane).
 
     `gap` > 0 makes the bones disconnected: each head sits `gap` beyond its parent's tail.
@@ -50,8 +51,15 @@ def empty(name: str, location: Sequence[float] = (0, 0, 0), parent: bpy.types.Ob
     return ob
 
 
-def add_chain(rig: bpy.types.Object, tip: str, length: int, target: bpy.types.Object, solver: str = "FABRIK",
-              pole: bpy.types.Object | None = None, name: str = "") -> bpy.types.PropertyGroup:
+def add_chain(
+    rig: bpy.types.Object,
+    tip: str,
+    length: int,
+    target: bpy.types.Object,
+    solver: str = "FABRIK",
+    pole: bpy.types.Object | None = None,
+    name: str = "",
+) -> bpy.types.PropertyGroup:
     ch = rig.reach_ik.chains.add()
     ch.name = name or tip
     ch.tip_bone = tip
@@ -84,8 +92,13 @@ def pose_snapshot(rig: bpy.types.Object) -> bytes:
     """Every pose channel of every bone, as raw bytes (for 'byte-identical' checks)."""
     out = b""
     pbs = rig.pose.bones
-    for attr, width in (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4),
-                        ("location", 3), ("scale", 3)):
+    for attr, width in (
+        ("rotation_quaternion", 4),
+        ("rotation_euler", 3),
+        ("rotation_axis_angle", 4),
+        ("location", 3),
+        ("scale", 3),
+    ):
         buf = np.empty(len(pbs) * width, dtype=np.float32)
         pbs.foreach_get(attr, buf)
         out += buf.tobytes()

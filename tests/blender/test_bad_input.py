@@ -136,7 +136,7 @@ def test_linked_rig_refused(tmp_path: object) -> None:
     lib = Path(str(tmp_path)) / "lib.blend"
     bpy.data.libraries.write(str(lib), {rig, rig.data, *[c.target for c in rig.reach_ik.chains]})
     bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
-    with bpy.data.libraries.load(str(lib), link=True) as (src, dst):
+    with bpy.data.libraries.load(str(lib), link=True) as (_src, dst):
         dst.objects = ["Rig", "T"]
     linked = bpy.data.objects["Rig"]
     bpy.context.scene.collection.objects.link(linked)

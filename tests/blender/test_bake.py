@@ -15,7 +15,9 @@ import rigs
 TOL = 1e-3
 
 
-def _anim_rig(modes: tuple[str, ...] = ("QUATERNION", "XYZ", "AXIS_ANGLE")) -> tuple[bpy.types.Object, bpy.types.Object]:
+def _anim_rig(
+    modes: tuple[str, ...] = ("QUATERNION", "XYZ", "AXIS_ANGLE"),
+) -> tuple[bpy.types.Object, bpy.types.Object]:
     rig = rigs.chain_rig(3)
     for pb, mode in zip(rig.pose.bones, modes, strict=True):
         pb.rotation_mode = mode
@@ -54,7 +56,8 @@ def test_bake_reproduces_live_solve() -> None:
     assert not rig.reach_ik.chains[0].enabled, "baked chains are disabled so the keys play back"
     paths = {fc.data_path for fc in _fcurves(rig)}
     assert paths == {
-        'pose.bones["b0"].rotation_quaternion', 'pose.bones["b1"].rotation_euler',
+        'pose.bones["b0"].rotation_quaternion',
+        'pose.bones["b1"].rotation_euler',
         'pose.bones["b2"].rotation_axis_angle',
     }, f"keys go in each bone's own rotation-mode channels: {paths}"
     for fc in _fcurves(rig):
@@ -77,8 +80,10 @@ def test_untouched_channels_and_outside_keys_identical() -> None:
     rig.pose.bones["b1"].keyframe_insert("scale", frame=3)
     before = _keys(rig)
     anim = bpy_session.submodule("rig.anim")
-    quat_before = {i: anim.read_keys(anim.find_fcurve(rig.animation_data.action, rig, b0.path_from_id("rotation_quaternion"), i))
-                   for i in range(4)}
+    quat_before = {
+        i: anim.read_keys(anim.find_fcurve(rig.animation_data.action, rig, b0.path_from_id("rotation_quaternion"), i))
+        for i in range(4)
+    }
     assert _bake(rig, 1, 20) == {"FINISHED"}
     after = _keys(rig)
     for key, data in before.items():
@@ -171,7 +176,7 @@ def test_bake_with_step_and_reduction() -> None:
 
 def test_cli_bake_check_and_usage(tmp_path: Path) -> None:
     cli = bpy_session.submodule("operators.cli")
-    rig, target = _anim_rig()
+    rig, _target = _anim_rig()
     src = tmp_path / "shot.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(src))
     out = tmp_path / "out" / "baked.blend"
@@ -195,5 +200,3 @@ def test_cli_bake_check_and_usage(tmp_path: Path) -> None:
     assert cli.main(["bake", "--output", str(tmp_path / "x.blend")]) == 1, "invalid chains fail the bake"
     assert not (tmp_path / "x.blend").exists(), "a failed bake writes no output"
     assert cli.main(["bake", "--rig", "Nope", "--output", str(tmp_path / "y.blend")]) == 1
-
-

@@ -108,25 +108,40 @@ def test_parented_and_animated_target() -> None:
 
 
 def test_bones_outside_chains_untouched() -> None:
-    rig = rigs.armature("Rig", [
-        ("root", None, (0, 0, 0), (0, 0, 0.5), False),
-        ("b0", "root", (0, 0, 0.5), (0, 0.1, 1.5), True),
-        ("b1", "b0", (0, 0.1, 1.5), (0, 0, 2.5), True),
-        ("child", "b1", (0, 0, 2.5), (0, 0, 3.0), True),
-        ("side", "root", (0.5, 0, 0.5), (1.0, 0, 0.5), False),
-    ])
+    rig = rigs.armature(
+        "Rig",
+        [
+            ("root", None, (0, 0, 0), (0, 0, 0.5), False),
+            ("b0", "root", (0, 0, 0.5), (0, 0.1, 1.5), True),
+            ("b1", "b0", (0, 0.1, 1.5), (0, 0, 2.5), True),
+            ("child", "b1", (0, 0, 2.5), (0, 0, 3.0), True),
+            ("side", "root", (0.5, 0, 0.5), (1.0, 0, 0.5), False),
+        ],
+    )
     rig.pose.bones["root"].rotation_quaternion = Quaternion((0, 0, 1), 0.4)
     rig.pose.bones["child"].rotation_mode = "XYZ"
     rig.pose.bones["child"].rotation_euler = (0.2, 0.1, 0.0)
     rig.pose.bones["side"].location = (0.1, 0.2, 0.3)
-    before = {n: (tuple(rig.pose.bones[n].rotation_quaternion), tuple(rig.pose.bones[n].rotation_euler),
-                  tuple(rig.pose.bones[n].location)) for n in ("root", "child", "side")}
+    before = {
+        n: (
+            tuple(rig.pose.bones[n].rotation_quaternion),
+            tuple(rig.pose.bones[n].rotation_euler),
+            tuple(rig.pose.bones[n].location),
+        )
+        for n in ("root", "child", "side")
+    }
     target = rigs.empty("T", (0.8, 0.5, 1.8))
     rigs.add_chain(rig, "b1", 2, target)
     rigs.update()
     assert _dist(rigs.world_tail(rig, "b1"), target.location) <= TOL
-    after = {n: (tuple(rig.pose.bones[n].rotation_quaternion), tuple(rig.pose.bones[n].rotation_euler),
-                 tuple(rig.pose.bones[n].location)) for n in ("root", "child", "side")}
+    after = {
+        n: (
+            tuple(rig.pose.bones[n].rotation_quaternion),
+            tuple(rig.pose.bones[n].rotation_euler),
+            tuple(rig.pose.bones[n].location),
+        )
+        for n in ("root", "child", "side")
+    }
     assert before == after, "bones outside the chain must keep their exact channels"
 
 

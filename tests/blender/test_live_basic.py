@@ -12,8 +12,12 @@ def test_moving_target_moves_tip(solver: str) -> None:
     rigs.add_chain(rig, "b3", 4, target, solver=solver)
     rigs.update()
     tip = rigs.world_tail(rig, "b3")
-    assert np.linalg.norm(tip - np.array(target.location)) <= 1e-3, f"{solver}: tip {tip} vs target {target.location[:]}"
+    assert np.linalg.norm(tip - np.array(target.location)) <= 1e-3, (
+        f"{solver}: tip {tip} vs target {target.location[:]}"
+    )
     target.location = (-1.0, 1.0, 3.0)
     rigs.update()
     tip = rigs.world_tail(rig, "b3")
-    assert np.linalg.norm(tip - np.array(target.location)) <= 1e-3, f"{solver}: tip {tip} vs target {target.location[:]}"
+    assert np.linalg.norm(tip - np.array(target.location)) <= 1e-3, (
+        f"{solver}: tip {tip} vs target {target.location[:]}"
+    )

@@ -11,9 +11,7 @@ import conftest
 def _ours() -> dict[str, list[str]]:
     """Everything of Reach IK's that can be registered, found by inspecting Blender (not our lists)."""
     found: dict[str, list[str]] = {}
-    found["classes"] = [
-        name for name in dir(bpy.types) if name.startswith(("REACH_", "VIEW3D_PT_reach", "Reach"))
-    ]
+    found["classes"] = [name for name in dir(bpy.types) if name.startswith(("REACH_", "VIEW3D_PT_reach", "Reach"))]
     found["properties"] = [
         f"{t.__name__}.reach_ik" for t in (bpy.types.Object, bpy.types.PoseBone) if hasattr(t, "reach_ik")
     ]

@@ -48,7 +48,7 @@ class Blender:
         proc = self.run(["-b", *pre, "--python-exit-code", "1", "--python-expr", code, "--", *args])
         for line in proc.stdout.splitlines():
             if line.startswith("RESULT "):
-                return json.loads(line[len("RESULT "):])  # type: ignore[no-any-return]
+                return json.loads(line[len("RESULT ") :])  # type: ignore[no-any-return]
         raise AssertionError(f"no RESULT line in Blender's output:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}")
 
 

@@ -74,8 +74,9 @@ def test_cli_bake_then_replay_in_fresh_process(installed: Blender, tmp_path: Pat
     shot = _shot(installed, tmp_path / "shot.blend")
     before = shot.read_bytes()
     out, report = tmp_path / "out.blend", tmp_path / "r.json"
-    proc = installed.run(["-b", str(shot), "-c", "reach_ik", "bake", "--frames", "1-48",
-                          "--output", str(out), "--report", str(report)])
+    proc = installed.run(
+        ["-b", str(shot), "-c", "reach_ik", "bake", "--frames", "1-48", "--output", str(out), "--report", str(report)]
+    )
     assert "baked 'Rig'" in proc.stdout, proc.stdout[-2000:]
     assert shot.read_bytes() == before, "the input file is never overwritten without --in-place"
     data = json.loads(report.read_text())
@@ -109,15 +110,35 @@ def test_openjd_job_bakes_two_shots(installed: Blender, tmp_path: Path) -> None:
     assert Path(openjd).exists(), "openjd-cli is pinned in requirements/dev.txt"
     shots = [_shot(installed, tmp_path / f"shot{i}.blend", wobble=0.3 * i) for i in (1, 2)]
     bundle, out = tmp_path / "bundle", tmp_path / "baked"
-    installed.run(["-c", "reach_ik", "openjd", *map(str, shots), "--bundle", str(bundle), "--output-dir", str(out),
-                   "--frames", "1-24", "--blender", installed.exe])
+    installed.run(
+        [
+            "-c",
+            "reach_ik",
+            "openjd",
+            *map(str, shots),
+            "--bundle",
+            str(bundle),
+            "--output-dir",
+            str(out),
+            "--frames",
+            "1-24",
+            "--blender",
+            installed.exe,
+        ]
+    )
     template = bundle / "template.json"
     check = subprocess.run([openjd, "check", str(template)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     env = dict(os.environ, BLENDER_USER_RESOURCES=str(installed.resources), REAL_BLENDER_QUIET="1")
     params = f"file://{bundle / 'job_params.json'}"
-    run = subprocess.run([openjd, "run", str(template), "--step", "Bake", "-p", params], capture_output=True, text=True,
-                         env=env, timeout=600, cwd=ROOT)
+    run = subprocess.run(
+        [openjd, "run", str(template), "--step", "Bake", "-p", params],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     for shot in shots:
         baked, report = out / f"{shot.stem}_baked.blend", out / f"{shot.stem}_report.json"
