@@ -15,11 +15,13 @@ side. Each half-angle is in ``[0, pi)``, so +Y is always inside and -Y always ou
 
 A direction outside is moved to the *nearest* direction of the cone on the unit sphere (geodesic distance),
 found by maximising ``d . b`` over the boundary curve ``b``. The boundary is, per quadrant, the arc
-``(theta_x, theta_z) = (A cos(psi), B sin(psi))`` mapped to the sphere; the search samples all four arcs,
-keeps the best few local maxima (the distance along a wide cone's boundary is multimodal) and polishes
-each with a safeguarded Newton iteration. Zero half-angles need no special case: an arc with a zero
-semi-axis is the straight edge of a half-cone (or a hinge's arc), and one with two zero semi-axes is the
-single point +Y.
+``(theta_x, theta_z) = (A cos(psi), B sin(psi))`` mapped to the sphere. The search samples the four arcs
+coarsely, keeps every local maximum of the samples that can still hold the nearest point (a Lipschitz
+bound drops the rest; the distance along a wide cone's boundary is multimodal), resamples each kept
+bracket finely, and polishes it with a bracketed Newton iteration from the vertex of a parabola; the four
+extreme directions (where every corner lies) are candidates too. Zero half-angles need no special case: an
+arc with a zero semi-axis is the straight edge of a half-cone (or a hinge's arc), and one with two zero
+semi-axes is the single point +Y. Directions already inside return at once, without a search.
 
 Twist
 -----
@@ -54,15 +56,16 @@ CONE_SIDES = ("up", "down", "left", "right")
 #: side a direction 1e-16 off the plane needs the tip widened by ~(1e-32 * tip / 2)**(1/3) to pass.
 INSIDE_TOLERANCE = 1e-9
 
-# Boundary samples per quadrant for the coarse search. 16 puts the samples at most pi/32 apart in the
-# parameter, close enough that a parabola through the best sample and its neighbours starts Newton within
-# its quadratic range; the search keeps several basins, so a coarse grid does not lose the global one.
+# Boundary samples per quadrant arc for the coarse search (pi/16 apart in the parameter). The coarse grid
+# only has to put each basin next to a local maximum of the samples, since every such basin that can hold
+# the nearest point is kept; its cost is per row, so it is kept small (16 gave the same answers, slower).
 _SAMPLES_PER_QUADRANT = 8
 # Samples of the zoom level inside each coarse bracket: the bracket shrinks to 2/15 of its width, so the
-# parabola that starts Newton is within ~1e-6 (relative) of a smooth maximum.
+# parabola that starts Newton is within ~1e-5 (relative) of a smooth maximum and Newton needs ~2 steps.
 _ZOOM_SAMPLES = 16
 # Cap on the bracketed Newton iterations; the loop stops once every step is below _NEWTON_STEP_TOL
-# (radians of psi): after a step that small the next one (quadratic convergence) would be ~1e-18.
+# (radians of psi): the point returned is after that step, and with quadratic convergence its error is of
+# the order of the step squared (~1e-14).
 _NEWTON_ITERATIONS = 60
 _NEWTON_STEP_TOL = 1e-7
 # Working sets larger than this drop converged candidates between Newton iterations.
@@ -327,17 +330,20 @@ def _nearest_on_boundary(d: FloatArray, cone: FloatArray) -> tuple[FloatArray, F
     f = np.sin(th) / np.maximum(th, 1e-30) * (d[:, 0, None, None] * px + d[:, 2, None, None] * pz)
     f += d[:, 1, None, None] * np.cos(th)
 
-    # The best sample of each arc brackets that arc's best basin between its neighbours (clipped to the
-    # arc, where a, b are constant and the arc is smooth). One basin per arc suffices: along one quadrant's
-    # arc the distance is unimodal apart from near-ties far below the sampling resolution.
-    i_c = np.argmax(f, axis=2)  # (M, 4)
-    dist = np.arccos(np.minimum(f[rows[:, None], _QUADS, i_c], 1.0))
-    # Arcs that cannot hold the nearest point are dropped: every point of an arc is within half a sample
-    # spacing (at most h * max(a, b): the exponential map does not lengthen) of one of its samples.
+    # Every local maximum of the samples along an arc (its end points compare with their one neighbour)
+    # brackets a basin between its neighbouring samples, clipped to the arc, where a, b are constant and
+    # the arc is smooth. A wide arc can hold two or more basins, so all are kept, except those that cannot
+    # hold the nearest point: every point of an arc is within half a sample spacing of a sample (at most
+    # h * max(a, b) / 2, as the exponential map does not lengthen), so a basin whose sample is farther than
+    # that beyond the best sample is dropped.
+    edge = np.full((m, 4, 1), -np.inf)
+    is_max = (f >= np.concatenate((edge, f[:, :, :-1]), axis=2)) & (f >= np.concatenate((f[:, :, 1:], edge), axis=2))
+    dist = np.arccos(np.clip(f, -1.0, 1.0))  # rounding can push d . b just past +-1
     reach = (0.5 * _H) * np.maximum(a, b)
-    keep = dist - reach <= dist.min(axis=1, keepdims=True) + 1e-7
-    r, q = np.nonzero(keep)  # candidates: (row, arc) pairs
-    ak, bk, ik = a[r, q], b[r, q], i_c[r, q]
+    best = dist.min(axis=(1, 2))
+    keep = is_max & (dist <= (best[:, None] + 1e-7)[:, :, None] + reach[:, :, None])
+    r, q, ik = np.nonzero(keep)  # candidates: (row, arc, sample)
+    ak, bk = a[r, q], b[r, q]
     dx, dy, dz = d[r, 0], d[r, 1], d[r, 2]
     i_lo = np.maximum(ik - 1, 0)
     i_hi = np.minimum(ik + 1, n)
@@ -400,22 +406,29 @@ def _nearest_on_boundary(d: FloatArray, cone: FloatArray) -> tuple[FloatArray, F
             consts = tuple(v[keep_w] for v in consts)
     result[active] = psi
 
-    # Candidates: the polished maxima of the kept arcs and the four extreme directions (exact).
-    pts = np.full((m, 8, 3), np.nan)
-    pts[r, q] = _boundary_point(result, ak, bk, q)
+    # The nearest of the polished maxima (candidates are grouped by row, in row order), then of the four
+    # extreme directions (exact points; every corner and fold is one of them). Ranked by the squared chord,
+    # not by d . b: near 1 the dot product cannot tell apart points within ~1e-8 rad of d, the chord can.
+    cand = _boundary_point(result, ak, bk, q)  # (K, 3)
+    diff = cand - d[r]
+    c2 = np.einsum("kj,kj->k", diff, diff)
+    order = np.lexsort((c2, r))
+    first = order[np.flatnonzero(np.diff(r[order], prepend=-1))]  # each row's nearest candidate
+    out: FloatArray = cand[first]
+    out_c2 = c2[first]
     ax_px = a[:, _AXIS_Q] * _COS[_AXIS_Q, _AXIS_I]
     ax_pz = b[:, _AXIS_Q] * _SIN[_AXIS_Q, _AXIS_I]
     ax_th = np.sqrt(ax_px * ax_px + ax_pz * ax_pz)
     ax_sinc = np.sin(ax_th) / np.maximum(ax_th, 1e-30)
-    pts[:, 4:] = np.stack((ax_sinc * ax_px, np.cos(ax_th), ax_sinc * ax_pz), axis=-1)
-    # Rank by the squared chord, not by d . b: near 1 the dot product cannot tell apart points within
-    # ~1e-8 rad of d, the chord can. Dropped arcs are NaN, ranked last.
-    diff = pts - d[:, None, :]
-    chord2 = np.einsum("mcj,mcj->mc", diff, diff)
-    chord2[np.isnan(chord2)] = np.inf
-    best = np.argmin(chord2, axis=1)
-    out: FloatArray = pts[rows, best]
-    return out, chord2[rows, best]
+    ax_pts = np.stack((ax_sinc * ax_px, np.cos(ax_th), ax_sinc * ax_pz), axis=-1)  # (M, 4, 3)
+    ax_diff = ax_pts - d[:, None, :]
+    ax_c2 = np.einsum("mcj,mcj->mc", ax_diff, ax_diff)
+    pick = np.argmin(ax_c2, axis=1)
+    use_axis = ax_c2[rows, pick] < out_c2
+    if use_axis.any():
+        out[use_axis] = ax_pts[rows[use_axis], pick[use_axis]]
+        out_c2 = np.where(use_axis, ax_c2[rows, pick], out_c2)
+    return out, out_c2
 
 
 def clamp_cone(d_local: ArrayLike, cone: ArrayLike, tol: float = 0.0) -> FloatArray:
@@ -581,22 +594,24 @@ def _twist_violation(tw: FloatArray, tmin: FloatArray, tmax: FloatArray) -> Floa
 # --------------------------------------------------------------------------------------------------------
 
 
+# Entries of the cross-product matrix [a]x: rows, columns, which component of a, and its sign.
+_CROSS_R = np.array([0, 0, 1, 1, 2, 2])
+_CROSS_C = np.array([1, 2, 0, 2, 0, 1])
+_CROSS_K = np.array([2, 1, 2, 0, 1, 0])
+_CROSS_S = np.array([-1.0, 1.0, 1.0, -1.0, -1.0, 1.0])
+
+
 def _min_rotation(u: FloatArray, v: FloatArray) -> FloatArray:
-    """Rotation matrices taking unit vectors ``u`` to ``v`` by the smallest angle (axis u x v)."""
+    """Rotation matrices taking unit vectors ``u`` to ``v`` by the smallest angle (axis u x v).
+
+    ``R = c I + [a]x + a a^T / (1 + c)`` with ``a = u x v`` and ``c = u . v``. The clamp never asks for a
+    half turn (the nearest cone direction is less than pi away), so ``1 + c`` stays away from 0.
+    """
     axis = np.cross(u, v)
-    sin_a = np.sqrt(np.einsum("ij,ij->i", axis, axis))
-    cos_a = np.einsum("ij,ij->i", u, v)
-    # u and v are never antipodal here (the nearest cone direction is less than pi away), but keep a
-    # deterministic axis perpendicular to u for the degenerate case.
-    tiny = sin_a < 1e-300
-    fallback = np.cross(u, np.where(np.abs(u[:, :1]) < 0.9, [[1.0, 0.0, 0.0]], [[0.0, 0.0, 1.0]]))
-    axis = np.where(tiny[:, None], fallback, axis)
-    axis = axis / np.linalg.norm(axis, axis=1, keepdims=True)
-    kx, ky, kz = axis[:, 0], axis[:, 1], axis[:, 2]
-    zero = np.zeros_like(kx)
-    k = np.stack((np.stack((zero, -kz, ky), -1), np.stack((kz, zero, -kx), -1), np.stack((-ky, kx, zero), -1)), 1)
-    eye = np.eye(3)[None]
-    rot: FloatArray = eye + sin_a[:, None, None] * k + (1.0 - cos_a)[:, None, None] * np.einsum("mij,mjk->mik", k, k)
+    c = np.einsum("ij,ij->i", u, v)
+    rot: FloatArray = axis[:, :, None] * (axis / (1.0 + c)[:, None])[:, None, :]
+    rot[:, _CROSS_R, _CROSS_C] += axis[:, _CROSS_K] * _CROSS_S
+    rot[:, [0, 1, 2], [0, 1, 2]] += c[:, None]
     return rot
 
 

@@ -28,6 +28,8 @@ from solvers.limits import (
 )
 
 F64 = npt.NDArray[np.float64]
+# Rounding must never reach numpy as an invalid value (NaN from arccos of 1 + 1e-16 and the like).
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 UP, DOWN, LEFT, RIGHT = 0, 1, 2, 3
 
 
@@ -187,6 +189,24 @@ def test_clamp_is_the_nearest_boundary_direction(random_case: tuple[F64, F64, F6
         f"clamped direction {err.max():.3g} rad from the true nearest boundary direction "
         f"(d={do[clear][worst]}, cone={cone[~inside][clear][worst]})"
     )
+
+
+def test_clamp_is_the_nearest_on_wide_cones() -> None:
+    """All sides wider than 86 degrees: long arcs near -Y, where one arc can hold several basins."""
+    rng = np.random.default_rng(31337)
+    m = 4000
+    cone = rng.uniform(1.5, 0.999 * np.pi, size=(m, 4))
+    cone[rng.random((m, 4)) < 0.1] = 0.0
+    d = unit(rng.normal(size=(m, 3)))
+    d[: m // 2, 1] = -np.abs(d[: m // 2, 1])  # half of them from behind, where the cone wraps around
+    d = unit(d)
+    inside = cone_contains(d, cone)
+    out = clamp_cone(d[~inside], cone[~inside])
+    ref, gap = reference_nearest(d[~inside], cone[~inside])
+    worse = angle(d[~inside], out) - angle(d[~inside], ref)
+    assert worse.max() <= 1e-9, f"clamp farther than the nearest boundary point by {worse.max():.3g} rad"
+    clear = gap > 1e-7
+    assert angle(out, ref)[clear].max() <= 1e-6
 
 
 def test_inside_unchanged_and_output_inside(random_case: tuple[F64, F64, F64, F64, F64]) -> None:

@@ -21,6 +21,8 @@ from solvers import ChainProblem, JointLimits, solve_ccd, solve_fabrik, solve_tr
 from solvers.limits import limit_violation
 
 F64 = npt.NDArray[np.float64]
+# Rounding must never reach numpy as an invalid value (NaN from arccos of 1 + 1e-16 and the like).
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 UP, DOWN, LEFT, RIGHT = 0, 1, 2, 3
 
 # Violation allowed in the output frames (the contract); the limits module itself is exact to ~1e-9.
@@ -281,7 +283,7 @@ def test_trees_respect_limits() -> None:
         ([-1, 0, 1, 2, 2, 2, 3, 4, 5], [6, 7, 8]),
     ]
     worst_c = worst_t = 0.0
-    for t in range(60):
+    for t in range(30):
         parents, effectors = shapes[t % len(shapes)]
         rig = make_tree(rng, parents=parents, effectors=effectors)
         b = len(parents)
