@@ -16,7 +16,7 @@ import bpy
 import numpy as np
 from numpy.typing import NDArray
 
-from . import anim, armature, convert, live
+from . import anim, armature, convert, fastread, live
 from .props import rig_settings
 from .solve import Inputs, check_inputs, prepare, read_inputs, solve_inputs, stack_inputs
 
@@ -60,6 +60,7 @@ class BakeResult:
     chains: list[ChainStats] = field(default_factory=list)
     bones: list[str] = field(default_factory=list)
     keys_written: int = 0
+    read_path: str = ""  # 'fcurves' (inputs evaluated directly) or 'frame_set' (stepped through the scene)
     seconds_read: float = 0.0
     seconds_solve: float = 0.0
     seconds_write: float = 0.0
@@ -75,6 +76,7 @@ class BakeResult:
             "frames_baked": len(self.frames),
             "bones": self.bones,
             "keys_written": self.keys_written,
+            "read_path": self.read_path,
             "seconds": round(self.seconds, 4),
             "seconds_read": round(self.seconds_read, 4),
             "seconds_solve": round(self.seconds_solve, 4),
@@ -245,9 +247,10 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
     t0 = time.perf_counter()
     try:
         with live.suspended(obj):
-            stack = _read_frames(obj, plan, frames, scene, progress)
+            fast = fastread.read_all(obj, plan, frames)
+            inputs = fast if fast is not None else stack_inputs(_read_frames(obj, plan, frames, scene, progress))
+            result.read_path = "fcurves" if fast is not None else "frame_set"
             result.seconds_read = time.perf_counter() - t0
-            inputs = stack_inputs(stack)
             broken = check_inputs(obj, plan, inputs)
             if broken:
                 f = _frame_of(broken, frames)

@@ -260,15 +260,25 @@ class _Work:
             self.solved[bone] = frames[:, j]
 
     def propagate(self) -> None:
-        """Carry every unsolved bone along with its parent (forward kinematics on our own arrays)."""
+        """Carry unsolved bones below solved ones along with their parents (forward kinematics on our arrays).
+
+        Only descendants of solved bones can have moved; everything else keeps the pose Blender evaluated.
+        """
         sk = self.sk
-        inv_orig = np.linalg.inv(self.original)
+        moved = np.zeros(len(sk.names), dtype=bool)
+        moved[list(self.solved)] = True
+        order = np.argsort(sk.depth, kind="stable")
+        carried = np.zeros_like(moved)
+        for b in order:
+            p = int(sk.parent[b])
+            if p >= 0 and (moved[p] or carried[p]) and int(b) not in self.solved:
+                carried[b] = True
         for d in range(1, int(sk.depth.max(initial=0)) + 1):
-            idx = np.array([b for b in np.flatnonzero(sk.depth == d) if int(b) not in self.solved], dtype=np.int64)
+            idx = np.flatnonzero(carried & (sk.depth == d))
             if idx.size == 0:
                 continue
             par = sk.parent[idx]
-            local = inv_orig[:, par] @ self.original[:, idx]
+            local = np.linalg.solve(self.original[:, par], self.original[:, idx])
             self.matrices[:, idx] = self.matrices[:, par] @ local
             self.rot[:, idx], self.scale[:, idx] = convert.rotation_parts(self.matrices[:, idx, :3, :3])
 

@@ -1,0 +1,149 @@
+"""Read a bake's inputs for every frame without stepping the scene, when that gives the same numbers.
+
+Stepping frames (`scene.frame_set`) re-evaluates the whole scene and costs ~0.15 ms per frame even for a
+tiny scene: more than everything else a bake does. When every input is simple, it is exactly equivalent to
+evaluate the targets' F-Curves directly:
+
+- targets and poles have no parent, no constraints, no drivers, no NLA tracks, identity delta transforms,
+  and their animation is F-Curves on location / rotation (their own rotation mode) / scale;
+- the armature object is not animated, parented, constrained or driven, no bone has constraints, and its
+  action (if any) only keys the chain bones' rotations (which the solve overwrites; with Start From
+  'Current' those keys would be the warm start, so then this path is not used).
+
+Anything else falls back to stepping frames. `tests/blender/test_fastread.py` checks both paths agree.
+"""
+
+from __future__ import annotations
+
+import bpy
+import numpy as np
+from numpy.typing import NDArray
+
+from . import anim, armature, convert
+from .chains import Plan
+from .props import rig_settings
+from .solve import Inputs
+
+F64 = NDArray[np.float64]
+_TRANSFORM = {"location", "rotation_euler", "rotation_quaternion", "rotation_axis_angle", "scale"}
+
+
+def _static_extras(ob: bpy.types.Object) -> bool:
+    """No parent, constraints, drivers, NLA or delta transforms: its matrix is its own channels."""
+    if ob.parent is not None or len(ob.constraints):
+        return False
+    if any(abs(v) > 0.0 for v in (*ob.delta_location, *ob.delta_rotation_euler)):
+        return False
+    if tuple(ob.delta_rotation_quaternion) != (1.0, 0.0, 0.0, 0.0) or tuple(ob.delta_scale) != (1.0, 1.0, 1.0):
+        return False
+    ad = ob.animation_data
+    if ad is None:
+        return True
+    plain_blend = ad.action_blend_type == "REPLACE" and ad.action_influence == 1.0
+    return plain_blend and not len(ad.drivers) and not len(ad.nla_tracks)
+
+
+def _object_curves(ob: bpy.types.Object) -> list[bpy.types.FCurve] | None:
+    """The object's transform F-Curves, or None when something else is animated or it is not simple."""
+    if not _static_extras(ob):
+        return None
+    ad = ob.animation_data
+    if ad is None or ad.action is None:
+        return []
+    curves = anim.all_fcurves(ad.action, ob)
+    if any(fc.data_path not in _TRANSFORM for fc in curves):
+        return None
+    return curves
+
+
+def _evaluate(ob: bpy.types.Object, curves: list[bpy.types.FCurve], frames: list[int]) -> F64:
+    """(F,4,4) world matrices of an unparented object from its channels, F-Curves evaluated per frame."""
+    f = len(frames)
+    values = {
+        "location": np.tile(np.array(ob.location, dtype=np.float64), (f, 1)),
+        "rotation_euler": np.tile(np.array(ob.rotation_euler, dtype=np.float64), (f, 1)),
+        "rotation_quaternion": np.tile(np.array(ob.rotation_quaternion, dtype=np.float64), (f, 1)),
+        "rotation_axis_angle": np.tile(np.array(ob.rotation_axis_angle, dtype=np.float64), (f, 1)),
+        "scale": np.tile(np.array(ob.scale, dtype=np.float64), (f, 1)),
+    }
+    for fc in curves:
+        if fc.mute:
+            continue
+        evaluate = fc.evaluate
+        # Blender stores channel values as float32: round the same way so both paths agree exactly.
+        values[fc.data_path][:, fc.array_index] = np.array([evaluate(fr) for fr in frames], dtype=np.float32)
+    mode = ob.rotation_mode
+    if mode == "QUATERNION":
+        q = values["rotation_quaternion"]
+        rot = _quat_matrix(q / np.linalg.norm(q, axis=1, keepdims=True))
+    elif mode == "AXIS_ANGLE":
+        aa = values["rotation_axis_angle"]
+        axis = aa[:, 1:] / np.maximum(np.linalg.norm(aa[:, 1:], axis=1, keepdims=True), 1e-300)
+        half = 0.5 * aa[:, 0]
+        rot = _quat_matrix(np.concatenate([np.cos(half)[:, None], np.sin(half)[:, None] * axis], axis=1))
+    else:
+        rot = convert.euler_to_matrix(values["rotation_euler"], mode)
+    out = np.zeros((f, 4, 4))
+    out[:, :3, :3] = rot * values["scale"][:, None, :]
+    out[:, :3, 3] = values["location"]
+    out[:, 3, 3] = 1.0
+    return out
+
+
+def _quat_matrix(q: F64) -> F64:
+    w, x, y, z = q.T
+    return np.stack(
+        [
+            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], axis=-1),
+            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], axis=-1),
+            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], axis=-1),
+        ],
+        axis=1,
+    )
+
+
+def read_all(obj: bpy.types.Object, plan: Plan, frames: list[int]) -> Inputs | None:
+    """Every frame's inputs read from F-Curves, or None when only stepping frames gives exact answers."""
+    render = bpy.context.scene.render
+    if render.frame_map_old != render.frame_map_new:  # time remapping: only frame_set knows the answer
+        return None
+    if not _static_extras(obj) or any(len(pb.constraints) for pb in obj.pose.bones):
+        return None
+    chain_bones = {obj.pose.bones[b].name for g in plan.groups for b in g.bones}
+    ad = obj.animation_data
+    if ad is not None and ad.action is not None:
+        if rig_settings(obj).start_from != "REST":
+            return None
+        prefix = 'pose.bones["'
+        for fc in anim.all_fcurves(ad.action, obj):
+            path = fc.data_path
+            if not path.startswith(prefix) or '"].rotation_' not in path:
+                return None
+            if path[len(prefix) : path.index('"].rotation_')] not in chain_bones:
+                return None
+    chains = [c for g in plan.groups for c in g.chains]
+    objects = {c.target.name: c.target for c in chains} | {c.pole.name: c.pole for c in chains if c.pole}
+    curves = {}
+    for name, ob in objects.items():
+        found = _object_curves(ob)
+        if found is None:
+            return None
+        curves[name] = found
+    mats = {name: _evaluate(ob, curves[name], frames) for name, ob in objects.items()}
+    # One evaluation so the armature's matrix and pose are current (a script may have just moved it).
+    bpy.context.view_layer.update()
+    f = len(frames)
+    pose = np.tile(armature.pose_matrices(obj)[None], (f, 1, 1, 1))
+    world = np.tile(np.array(obj.matrix_world, dtype=np.float64)[None], (f, 1, 1))
+    inputs = Inputs(
+        pose=pose,
+        world=world,
+        targets={c.index: mats[c.target.name] for c in chains},
+        poles={c.index: mats[c.pole.name] for c in chains if c.pole is not None},
+    )
+    if rig_settings(obj).start_from == "REST":
+        basis, loc, scale = armature.basis_parts(obj)
+        inputs.basis = np.tile(basis[None], (f, 1, 1, 1))
+        inputs.location = np.tile(loc[None], (f, 1, 1))
+        inputs.scale = np.tile(scale[None], (f, 1, 1))
+    return inputs
