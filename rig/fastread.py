@@ -32,9 +32,12 @@ def _static_extras(ob: bpy.types.Object) -> bool:
     """No parent, constraints, drivers, NLA or delta transforms: its matrix is its own channels."""
     if ob.parent is not None or len(ob.constraints):
         return False
-    if any(abs(v) > 0.0 for v in (*ob.delta_location, *ob.delta_rotation_euler)):
+    deltas = np.concatenate([np.array(ob.delta_location), np.array(ob.delta_rotation_euler)])
+    if np.abs(deltas).max() > 0.0:
         return False
-    if tuple(ob.delta_rotation_quaternion) != (1.0, 0.0, 0.0, 0.0) or tuple(ob.delta_scale) != (1.0, 1.0, 1.0):
+    if np.array(ob.delta_rotation_quaternion).tolist() != [1.0, 0.0, 0.0, 0.0]:
+        return False
+    if np.array(ob.delta_scale).tolist() != [1.0, 1.0, 1.0]:
         return False
     ad = ob.animation_data
     if ad is None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 
 import bpy
+import bpy_session
 import numpy as np
 import pytest
 import rigs
-
-import bpy_session
 
 
 def _scene(target_mode: str) -> tuple[bpy.types.Object, bpy.types.Object, bpy.types.Object]:
@@ -43,7 +42,7 @@ def test_fast_inputs_match_frame_set(mode: str) -> None:
     solve = bpy_session.submodule("rig.solve")
     fastread = bpy_session.submodule("rig.fastread")
     bake = bpy_session.submodule("rig.bake")
-    report, sk, plan = solve.prepare(rig)
+    _report, _sk, plan = solve.prepare(rig)
     frames = list(range(1, 21, 2))
     fast = fastread.read_all(rig, plan, frames)
     assert fast is not None, "a simple scene takes the fast path"
