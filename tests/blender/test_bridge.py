@@ -266,3 +266,21 @@ def test_spider_tree() -> None:
         assert d <= TOL, f"foot {i} is {d:.2e} from its target ({ch.message})"
     for k, v in _bone_lengths(rig).items():
         assert abs(v - lengths[k]) < 1e-5, f"bone {k} changed length"
+
+
+def test_live_survives_file_load(tmp_path: object) -> None:
+    """Handlers are persistent and caches keyed to the old file are dropped on load."""
+    from pathlib import Path
+
+    rig = rigs.chain_rig(3)
+    target = rigs.empty("T", (0.6, 0.3, 2.1))
+    rigs.add_chain(rig, "b2", 3, target)
+    rigs.update()
+    path = Path(str(tmp_path)) / "live.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
+    bpy.ops.wm.open_mainfile(filepath=str(path))
+    rig, target = bpy.data.objects["Rig"], bpy.data.objects["T"]
+    target.location = (-0.4, 0.5, 2.2)
+    rigs.update()
+    assert _dist(rigs.world_tail(rig, "b2"), target.location) <= TOL, "live solving goes on after loading a file"
