@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Literal
 
 import bpy
 import numpy as np
@@ -38,18 +39,32 @@ def _poll_armature(cls: type[Operator], context: Context) -> bool:
 
 
 def _is_selected(pb: PoseBone) -> bool:
-    # Blender 5.0 moved pose selection from Bone.select to PoseBone.select.
+    # Blender 5.0 moved pose selection from Bone.select to PoseBone.select (4.x stubs do not know it).
     if "select" in pb.bl_rna.properties:
-        return bool(pb.select)
+        return bool(getattr(pb, "select"))  # noqa: B009
     return bool(pb.bone.select)
 
 
-def _active_pose_bone(context: Context, obj: Object) -> PoseBone | None:
+def pose_bones(obj: Object) -> bpy.types.bpy_prop_collection[PoseBone]:
+    """`obj.pose.bones` of an armature object (the stubs type `pose` as optional)."""
+    pose = obj.pose
+    assert pose is not None, f"'{obj.name}' is not an armature"
+    return pose.bones
+
+
+def armature_data(obj: Object) -> bpy.types.Armature:
+    arm = obj.data
+    assert isinstance(arm, bpy.types.Armature), f"'{obj.name}' is not an armature"
+    return arm
+
+
+def active_pose_bone(context: Context, obj: Object) -> PoseBone | None:
+    """The active bone of armature `obj` as a pose bone, in Pose Mode and in Object Mode."""
     pb = context.active_pose_bone
     if pb is not None and pb.id_data == obj:
         return pb
-    active = obj.data.bones.active
-    return obj.pose.bones.get(active.name) if active is not None else None
+    active = armature_data(obj).bones.active
+    return pose_bones(obj).get(active.name) if active is not None else None
 
 
 def _parent_line(pb: PoseBone) -> list[PoseBone]:
@@ -69,11 +84,14 @@ def _collection_for(context: Context, obj: Object) -> bpy.types.Collection:
     for coll in obj.users_collection:
         if coll.library is None and not getattr(coll, "override_library", None):
             return coll
-    return context.scene.collection
+    scene = context.scene
+    assert scene is not None, "operators run with a scene"
+    return scene.collection
 
 
 def _new_empty(
-    context: Context, rig: Object, name: str, matrix: Matrix, size: float, display: str
+    context: Context, rig: Object, name: str, matrix: Matrix, size: float,
+    display: Literal['PLAIN_AXES', 'SPHERE'],
 ) -> Object:
     ob = bpy.data.objects.new(name, None)
     ob.empty_display_type = display
@@ -131,12 +149,19 @@ def _uses(settings: ReachRigSettings, ob: Object, skip: ReachChain | None = None
 
 
 class REACH_OT_chain_add(Operator):
-    """Add an IK chain ending at the active bone, with a new Empty target at its tip (and a pole for two
-    bones). The chain runs up to the farthest selected bone in the tip's parent line (2 bones if only the
-    tip is selected)"""
+    """Add an IK chain ending at the active bone, with a new Empty target at its tip.
+
+    The chain runs up to the farthest selected bone in the tip's parent line (2 bones when only the tip is
+    selected). Two-bone chains get the exact 'TWO_BONE' solver and a pole Empty placed in front of the
+    current bend (see `pole_location`), so adding them moves nothing; longer chains get 'FABRIK'.
+    """
 
     bl_idname = "reach.chain_add"
     bl_label = "Add Chain"
+    bl_description = (
+        "Add an IK chain ending at the active bone, with an Empty target at its tip (and a pole for two "
+        "bones). It runs up to the farthest selected bone above the tip (2 bones if only the tip is selected)"
+    )
     bl_options = {"REGISTER", "UNDO"}
 
     length: IntProperty(
@@ -157,7 +182,7 @@ class REACH_OT_chain_add(Operator):
         if obj is None:
             self.report({"ERROR"}, "Reach IK: make an armature the active object first")
             return {"CANCELLED"}
-        pb = _active_pose_bone(context, obj)
+        pb = active_pose_bone(context, obj)
         if pb is None:
             self.report({"ERROR"}, f"Reach IK: '{obj.name}' has no active bone: click the chain's tip bone first")
             return {"CANCELLED"}
@@ -306,18 +331,28 @@ class REACH_OT_chain_move(Operator):
         return {"FINISHED"}
 
 
-def hierarchy_chains(parents: dict[str, str | None], children: dict[str, list[str]]) -> list[list[str]]:
-    """The chains `reach.chains_from_hierarchy` creates, as bone names root first (see its docstring)."""
+def hierarchy_chains(
+    parents: dict[str, str | None], children: dict[str, list[str]], pivots: frozenset[str] = frozenset()
+) -> list[list[str]]:
+    """The chains `reach.chains_from_hierarchy` creates, as bone names root first (see its docstring).
+
+    `pivots` are bones whose head sits on their parent's head: a chain stops at such a bone (it is the
+    chain's first bone), because its parent cannot move it by rotating; for finding leaves the pivot's
+    subtree is detached, so a parent whose children are all pivots is a leaf itself.
+    """
     out: list[list[str]] = []
-    for name, kids in children.items():
-        if kids:
+    for leaf, kids in children.items():
+        if any(k not in pivots for k in kids):
             continue
-        line = [name]
-        while parents[line[-1]] is not None:
-            line.append(parents[line[-1]])  # type: ignore[arg-type]  # checked non-None just above
-        # Up to, not including, the hierarchy's root bone; a lone bone (its own root) keeps itself.
-        bones = line[:-1] if len(line) > 1 else line
-        out.append(list(reversed(bones)))
+        line = [leaf]
+        while True:
+            top = line[-1]
+            parent = parents[top]
+            # Stop at the hierarchy's root (excluded: it stays where the animator puts it) and at pivots.
+            if parent is None or top in pivots or parents[parent] is None:
+                break
+            line.append(parent)
+        out.append(list(reversed(line)))
     return out
 
 
@@ -330,13 +365,22 @@ class REACH_OT_chains_from_hierarchy(Operator):
     legs through a spider's body, fingers and head through a spine) share them, and the solver solves
     FABRIK chains that share bones together as one multi-effector tree: each fork bone is pulled toward all
     of its branches by their weights. A bone that hangs straight from the root gives a one-bone chain; a
-    lone bone (no parent, no children) gets a one-bone chain of itself. Targets are Empties at each leaf's
-    tail, so nothing moves until a target does. Leaves that already end a chain are skipped. With
-    Selected Only (pose mode), only leaves at or below the selected bones get chains.
+    lone bone (no parent, no children) gets a one-bone chain of itself. A chain also stops at a bone whose
+    head sits on its parent's head (Rigify's 'face' on 'spine.006'): rotating the parent cannot move that
+    joint, so the bones above it add nothing to the reach (and the tree solver needs every joint it
+    places to have a lever); the part below it becomes its own tree, and a parent whose children are all
+    such pivots counts as a leaf (Rigify's head 'spine.006' gets its own chain through the neck).
+    Targets are Empties at each leaf's tail, so nothing moves until a target does. Leaves that already
+    end a chain are skipped. With Selected Only (pose mode), only leaves at or below the selected bones
+    get chains.
     """
 
     bl_idname = "reach.chains_from_hierarchy"
     bl_label = "Chains from Hierarchy"
+    bl_description = (
+        "One FABRIK chain and one target Empty per leaf bone, each running up to just below the root bone; "
+        "chains that share bones are solved together as a tree"
+    )
     bl_options = {"REGISTER", "UNDO"}
 
     selected_only: BoolProperty(
@@ -358,7 +402,7 @@ class REACH_OT_chains_from_hierarchy(Operator):
             self.report({"ERROR"}, "Reach IK: make an armature the active object first")
             return {"CANCELLED"}
         settings = rig_settings(obj)
-        pbs = obj.pose.bones
+        pbs = pose_bones(obj)
         keep = {pb.name for pb in pbs if pb.bone.use_deform or not self.deform_only}
         if not keep:
             self.report({"ERROR"}, f"Reach IK: '{obj.name}' has no deform bones: turn Deform Bones Only off")
@@ -375,7 +419,13 @@ class REACH_OT_chains_from_hierarchy(Operator):
         for name, p in parents.items():
             if p is not None:
                 children[p].append(name)
-        chains = hierarchy_chains(parents, children)
+        rest = armature_data(obj).bones
+        pivots = frozenset(
+            name for name, p in parents.items()
+            if p is not None
+            and (rest[name].head_local - rest[p].head_local).length <= 1e-6 * max(rest[p].length, 1e-3)
+        )
+        chains = hierarchy_chains(parents, children, pivots)
         if self.selected_only:
             chosen = {pb.name for pb in pbs if _is_selected(pb)}
             if not chosen:
@@ -390,10 +440,10 @@ class REACH_OT_chains_from_hierarchy(Operator):
             self.report({"WARNING"}, f"Reach IK: no new chains for '{obj.name}'{why}")
             return {"CANCELLED"}
         scale = _world_scale(obj)
-        for bones in chains:
-            tip = pbs[bones[-1]]
+        for names in chains:
+            tip = pbs[names[-1]]
             # Chain bones must be contiguous parents: with deform_only, skipped bones in between count too.
-            length = len(_parent_line(tip)) - len(_parent_line(pbs[bones[0]])) + 1
+            length = len(_parent_line(tip)) - len(_parent_line(pbs[names[0]])) + 1
             target = _new_empty(
                 context, obj, f"{tip.name}.target", _tip_matrix(obj, tip), max(0.3 * tip.length * scale, 1e-4),
                 "SPHERE",
@@ -507,6 +557,13 @@ class REACH_OT_limits_preset(Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     preset: EnumProperty(name="Preset", items=PRESET_ITEMS, default="BALL")
+
+    @classmethod
+    def description(cls, context: Context, properties: bpy.types.OperatorProperties) -> str:
+        # The tooltip of each preset button says what that preset sets.
+        preset = getattr(properties, "preset", "BALL")
+        text = next((p[2] for p in PRESET_ITEMS if p[0] == preset), "")
+        return f"{text}. Sets the active and selected pose bones' limits"
     selected: BoolProperty(
         name="Selected Bones Too", description="Also set the selected pose bones, not only the active one",
         default=True,
@@ -518,20 +575,20 @@ class REACH_OT_limits_preset(Operator):
             return False
         obj = _armature(context)
         assert obj is not None
-        if _active_pose_bone(context, obj) is None:
+        if active_pose_bone(context, obj) is None:
             cls.poll_message_set("Reach IK: click a bone first: presets set the active bone's limits")
             return False
         return True
 
     def execute(self, context: Context) -> set[str]:
         obj = _armature(context)
-        pb = _active_pose_bone(context, obj) if obj is not None else None
+        pb = active_pose_bone(context, obj) if obj is not None else None
         if obj is None or pb is None:
             self.report({"ERROR"}, "Reach IK: click the bone whose limits the preset should set")
             return {"CANCELLED"}
         bones = [pb]
         if self.selected:
-            bones += [b for b in obj.pose.bones if b != pb and _is_selected(b)]
+            bones += [b for b in pose_bones(obj) if b != pb and _is_selected(b)]
         for b in bones:
             limits: ReachBoneLimits = bone_limits(b)
             for key, value in preset_values(self.preset, rest_parent_direction(b)).items():

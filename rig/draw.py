@@ -39,6 +39,21 @@ def reference_frames(pose_rot: F64, parent: I64, rest_rel: F64) -> F64:
     return ref
 
 
+_RINGS: dict[tuple[bytes, int], F64] = {}
+
+
+def _local_rings(cones: F64, n: int) -> F64:
+    """`cone_ring` of every cone, cached: while posing only the frames change, not the angles."""
+    key = (np.ascontiguousarray(cones).tobytes(), n)
+    rings = _RINGS.get(key)
+    if rings is None:
+        rings = np.stack([cone_ring(c, n) for c in cones])
+        if len(_RINGS) >= 16:
+            _RINGS.clear()
+        _RINGS[key] = rings
+    return rings
+
+
 @dataclass(frozen=True)
 class ConeMesh:
     """Translucent fans and their outlines for M cones, plus which cones the current pose violates."""
@@ -78,7 +93,7 @@ def cone_mesh(
         empty = np.zeros((0, 3))
         none = np.zeros(0, dtype=np.int64)
         return ConeMesh(empty, empty, np.zeros(0, dtype=np.bool_), none, none)
-    rings_local = np.stack([cone_ring(c, n) for c in cones])  # (M, n, 3), unit directions
+    rings_local = _local_rings(cones, n)  # (M, n, 3), unit directions
     rings = apexes[:, None] + sizes[:, None, None] * np.einsum("mij,mnj->mni", frames, rings_local)
     nxt = np.roll(rings, -1, axis=1)
     apex = np.broadcast_to(apexes[:, None], rings.shape)
@@ -136,3 +151,102 @@ def transform_points(matrix: F64, points: F64) -> F64:
     p = np.asarray(points, dtype=np.float64).reshape(-1, 3)
     out: F64 = p @ m[:3, :3].T + m[:3, 3]
     return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One armature's overlay, from plain arrays (read from Blender by ui/overlay.py)
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChainLine:
+    """One chain as the overlay sees it: bone indices root first, its validity, and its goals (world)."""
+
+    bones: tuple[int, ...]
+    valid: bool
+    target: tuple[float, float, float] | None
+    pole: tuple[float, float, float] | None
+
+
+@dataclass(frozen=True)
+class OverlayInputs:
+    """Everything one armature's overlay is drawn from (armature space unless noted)."""
+
+    world: F64  # (4, 4) the armature's world matrix
+    pose: F64  # (B, 4, 4) evaluated pose matrices
+    tails: F64  # (B, 3) posed tails
+    parent: I64  # (B,)
+    rest_rel: F64  # (B, 3, 3)
+    limited: I64  # (M,) bones with a cone
+    cones: F64  # (M, 4) their half-angles [up, down, left, right]
+    chains: tuple[ChainLine, ...]
+    show_chains: bool = True
+    show_limits: bool = True
+    show_targets: bool = True
+
+
+@dataclass(frozen=True)
+class OverlayGeometry:
+    """World-space vertex lists, one per colour the overlay draws."""
+
+    cone_fans: F64
+    cone_lines: F64
+    bad_cone_fans: F64  # cones the current pose lies outside of
+    bad_cone_lines: F64
+    chain_lines: F64
+    bad_chain_lines: F64  # invalid chains
+    target_links: F64  # dashed, tip -> target
+    pole_links: F64  # dashed, middle joint -> pole
+
+    def is_empty(self) -> bool:
+        return not any(len(getattr(self, f)) for f in self.__dataclass_fields__)
+
+
+#: The cone's ring sits at this fraction of the bone's posed length from its head.
+CONE_SIZE = 0.6
+
+
+def build_overlay(inp: OverlayInputs) -> OverlayGeometry:
+    """The overlay of one armature: limited joints' cones, chain lines and dashed links, in world space."""
+    none = np.zeros((0, 3))
+    world = np.asarray(inp.world, dtype=np.float64)
+    heads = inp.pose[:, :3, 3]
+    fans = lines = bad_fans = bad_lines = none
+    if inp.show_limits and len(inp.limited):
+        scale = np.linalg.norm(inp.pose[:, :3, :3], axis=1)  # (B, 3) column norms
+        rot = inp.pose[:, :3, :3] / np.maximum(scale[:, None, :], 1e-12)
+        ref = reference_frames(rot, inp.parent, inp.rest_rel)[inp.limited]
+        lengths = np.linalg.norm(inp.tails[inp.limited] - heads[inp.limited], axis=1)
+        mesh = cone_mesh(ref, heads[inp.limited], inp.cones, CONE_SIZE * lengths, rot[inp.limited][:, :, 1])
+        fans, lines = mesh.split(~mesh.violated)
+        bad_fans, bad_lines = mesh.split(mesh.violated)
+        fans, lines, bad_fans, bad_lines = (transform_points(world, v) for v in (fans, lines, bad_fans, bad_lines))
+    good: list[F64] = []
+    bad: list[F64] = []
+    t_from: list[F64] = []
+    t_to: list[tuple[float, float, float]] = []
+    p_from: list[F64] = []
+    p_to: list[tuple[float, float, float]] = []
+    seg_lengths: list[float] = []
+    for ch in inp.chains:
+        if not ch.bones:
+            continue
+        idx = np.asarray(ch.bones, dtype=np.int64)
+        pts = transform_points(world, np.concatenate((heads[idx], inp.tails[idx[-1:]])))
+        (good if ch.valid else bad).append(pts)
+        seg_lengths.extend(np.linalg.norm(np.diff(pts, axis=0), axis=1).tolist())
+        if ch.target is not None:
+            t_from.append(pts[-1])
+            t_to.append(ch.target)
+        if ch.pole is not None and len(pts) >= 3:
+            p_from.append(pts[-2])
+            p_to.append(ch.pole)
+    chain_lines = polyline_segments(good) if inp.show_chains else none
+    bad_chain_lines = polyline_segments(bad) if inp.show_chains else none
+    dash = 0.12 * float(np.median(seg_lengths)) if seg_lengths else 0.1
+    targets = poles = none
+    if inp.show_targets and t_from:
+        targets = dashed_segments(np.array(t_from), np.array(t_to), dash)
+    if inp.show_targets and p_from:
+        poles = dashed_segments(np.array(p_from), np.array(p_to), dash)
+    return OverlayGeometry(fans, lines, bad_fans, bad_lines, chain_lines, bad_chain_lines, targets, poles)

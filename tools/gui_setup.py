@@ -6,9 +6,11 @@ Run inside a GUI Blender with Reach IK installed (see tests/e2e/test_gui.py):
 
 It builds a small character in code, adds chains with the add-on's own operators (as a rigger would click
 them), sets joint limits on the left arm and leg, poses the character by moving the Empties, and shows the
-"Reach IK" sidebar tab in Pose Mode with the left forearm (a cone-limited elbow) active. When a dict
-`builtins.REACH_GUI = {"info": PATH}` is set first (``--python-expr``), it writes the window and region
-rectangles and some checks as JSON to PATH, for the test to crop and inspect the screenshot.
+"Reach IK" sidebar tab in Pose Mode with the left forearm (a cone-limited elbow) active. Options come from
+a dict set first with ``--python-expr "import builtins; builtins.REACH_GUI = {...}"``: ``"info": PATH``
+writes the window and region rectangles and some checks as JSON to PATH (for the test to crop and inspect
+the screenshot); ``"mode": "overlay"`` hides the sidebar and frames the rig closer (docs/overlay.png).
+Switching the sidebar tab simulates clicks, so start Blender with ``--enable-event-simulate``.
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ def rig_it(obj: bpy.types.Object) -> None:
     # Pose by moving the targets: left hand reaches forward and up, left foot steps forward.
     moves = {
         "forearm.L.target": (0.36, -0.33, 1.3),
-        "forearm.R.target": (-0.5, -0.1, 1.02),
+        "forearm.R.target": (-0.52, -0.38, 0.86),  # out of reach: the arm points at it, a dashed link shows
         "shin.L.target": (0.13, -0.2, 0.22),
         "head.target": (0.04, -0.06, 1.83),
     }
@@ -131,22 +133,33 @@ def view3d() -> tuple[bpy.types.Window, bpy.types.Area]:
 
 
 def arrange_ui() -> None:
+    """The 3D viewport fills the window; 'panel' mode opens the sidebar, 'overlay' mode frames the rig."""
     window, area = view3d()
     region = next(r for r in area.regions if r.type == "WINDOW")
     with bpy.context.temp_override(window=window, area=area, region=region):
         bpy.ops.screen.screen_full_area()
     window, area = view3d()
     space = area.spaces.active
-    space.show_region_ui = True
+    overlay_mode = OPTIONS.get("mode") == "overlay"
+    # An opaque sidebar (no region overlap) reads better in a cropped picture.
+    bpy.context.preferences.system.use_region_overlap = overlay_mode
+    space.show_region_ui = not overlay_mode
     space.show_region_toolbar = False
+    space.show_gizmo = not overlay_mode
+    space.overlay.show_text = not overlay_mode
     space.overlay.show_floor = True
     space.overlay.show_relationship_lines = False
     space.shading.type = "SOLID"
     r3d = space.region_3d
     r3d.view_perspective = "PERSP"
-    r3d.view_rotation = Euler((math.radians(78.0), 0.0, math.radians(-32.0))).to_quaternion()
-    r3d.view_location = Vector((0.12, 0.0, 0.98))
-    r3d.view_distance = 3.2
+    if overlay_mode:
+        r3d.view_rotation = Euler((math.radians(80.0), 0.0, math.radians(-38.0))).to_quaternion()
+        r3d.view_location = Vector((0.1, 0.0, 1.0))
+        r3d.view_distance = 2.35
+    else:
+        r3d.view_rotation = Euler((math.radians(78.0), 0.0, math.radians(-32.0))).to_quaternion()
+        r3d.view_location = Vector((0.12, 0.0, 0.98))
+        r3d.view_distance = 3.2
     area.tag_redraw()
 
 
@@ -207,19 +220,9 @@ def show_reach_tab() -> float | None:
 
 
 def _after_tab() -> None:
-    # Widen the sidebar by dragging its edge, as a person would, so long names fit; then leave the mouse
-    # over the viewport's corner (no hover highlight on the panel) and record.
+    # Leave the mouse over the viewport's corner (no hover highlight on the panel), then record.
     window, area = view3d()
-    ui = next(r for r in area.regions if r.type == "UI")
-    grow = int(OPTIONS.get("widen_sidebar", 90))  # type: ignore[call-overload]
     try:
-        y = ui.y + ui.height // 3
-        if grow:
-            window.event_simulate("MOUSEMOVE", "NOTHING", x=ui.x + 1, y=y)
-            window.event_simulate("LEFTMOUSE", "PRESS", x=ui.x + 1, y=y)
-            for step in range(1, 6):
-                window.event_simulate("MOUSEMOVE", "NOTHING", x=ui.x + 1 - grow * step // 5, y=y)
-            window.event_simulate("LEFTMOUSE", "RELEASE", x=ui.x + 1 - grow, y=y)
         window.event_simulate("MOUSEMOVE", "NOTHING", x=area.x + 5, y=area.y + 60)
     except Exception as exc:
         STATE["errors"].append(f"event_simulate: {exc}")  # type: ignore[union-attr]
@@ -252,7 +255,10 @@ def _later_ui() -> None:
         arrange_ui()
         count_panel_draws()
         redraw()
-        bpy.app.timers.register(_later_tab, first_interval=0.2)
+        if OPTIONS.get("mode") == "overlay":
+            bpy.app.timers.register(_later_info, first_interval=0.3)
+        else:
+            bpy.app.timers.register(_later_tab, first_interval=0.2)
     except Exception:
         STATE["errors"].append(traceback.format_exc())  # type: ignore[union-attr]
         traceback.print_exc()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from . import overlay, panel
+
 
 def register() -> None:
-    pass
+    panel.register()
+    overlay.register()
 
 
 def unregister() -> None:
-    pass
+    overlay.unregister()
+    panel.unregister()

@@ -1,0 +1,245 @@
+"""The "Reach IK" sidebar tab of the 3D viewport: rig settings, the chain list, joint limits, overlay toggles."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import TYPE_CHECKING, Any
+
+import bpy
+from bpy.types import Context, Object, Panel, UILayout, UIList
+
+from ..operators.chains import PRESET_ITEMS, active_pose_bone
+from ..rig.compat import classes_factory
+from ..rig.props import SOLVER_ITEMS, ReachChain, bone_limits, rig_settings
+
+if TYPE_CHECKING:
+    from bpy.stub_internal.rna_enums import RegionTypeItems, SpaceTypeItems
+
+# Icon names as plain strings (`Any`: the stubs type icons as one long Literal).
+SOLVER_ICONS: dict[str, Any] = {item[0]: item[3] for item in SOLVER_ITEMS}
+
+
+def armature_in_reach(context: Context) -> Object | None:
+    """The active armature when it can be set up here (Object or Pose Mode), else None."""
+    obj = context.active_object
+    if obj is None or obj.type != 'ARMATURE' or context.mode not in {'OBJECT', 'POSE'}:
+        return None
+    return obj
+
+
+def _layout(panel: Panel) -> UILayout:
+    layout = panel.layout
+    assert layout is not None, "Blender sets Panel.layout before calling draw()"
+    return layout
+
+
+def wrapped(layout: UILayout, context: Context, text: str, icon: Any = 'NONE') -> None:
+    """Labels for `text`, wrapped to the region's width (a sidebar label does not wrap by itself)."""
+    region = context.region
+    width = region.width if region is not None else 300
+    prefs = context.preferences
+    scale = prefs.view.ui_scale if prefs is not None else 1.0
+    chars = max(20, int(width / (7.0 * scale)) - 4)
+    col = layout.column(align=True)
+    for i, line in enumerate(textwrap.wrap(text, chars) or [""]):
+        col.label(text=line, icon=icon if i == 0 else 'BLANK1')
+
+
+class PanelMixin:
+    # Typed as Panel declares them, so the mixin and Panel agree (mypy checks multiple bases).
+    bl_space_type: SpaceTypeItems = 'VIEW_3D'
+    bl_region_type: RegionTypeItems = 'UI'
+    bl_category = "Reach IK"
+
+
+class VIEW3D_PT_reach_ik(PanelMixin, Panel):
+    """Reach IK: rig settings, solve now, bake"""
+
+    bl_label = "Reach IK"
+
+    def draw(self, context: Context) -> None:
+        layout = _layout(self)
+        obj = armature_in_reach(context)
+        if obj is None:
+            active = context.active_object
+            if active is not None and active.type == 'ARMATURE':
+                wrapped(layout, context, "Switch to Object or Pose Mode to set up IK", icon='INFO')
+            else:
+                wrapped(layout, context, "Select an armature to set up its IK chains", icon='INFO')
+            return
+        settings = rig_settings(obj)
+        layout.use_property_split = True
+        layout.use_property_decorate = False
+        col = layout.column()
+        col.prop(settings, "live")
+        col.prop(settings, "tolerance")
+        col.prop(settings, "max_iterations", text="Iterations")
+        col.prop(settings, "roll_mode")
+        col.prop(settings, "start_from")
+        row = layout.row(align=True)
+        row.operator("reach.solve", text="Solve Now", icon='FILE_REFRESH')
+        row.operator("reach.bake", text="Bake", icon='KEYFRAME_HLT')
+
+
+class REACH_UL_chains(UIList):
+    """The chains of an armature: enabled, name, solver, a warning when invalid"""
+
+    def draw_item(
+        self, context: Context, layout: UILayout, data: object, item: ReachChain, icon: int,
+        active_data: object, active_propname: str, index: int = 0, flt_flag: int = 0,
+    ) -> None:
+        row = layout.row(align=True)
+        row.prop(item, "enabled", text="")
+        sub = row.row(align=True)
+        sub.active = item.enabled
+        sub.prop(item, "name", text="", emboss=False, icon=SOLVER_ICONS.get(item.solver, 'NONE'))
+        if item.enabled and not item.is_valid:
+            sub.label(text="", icon='ERROR')
+
+
+def draw_status(context: Context, layout: UILayout, chain: ReachChain) -> None:
+    box = layout.box()
+    if not chain.enabled:
+        box.label(text="Disabled", icon='HIDE_ON')
+        return
+    if not chain.is_valid:
+        col = box.column()
+        col.alert = True
+        wrapped(col, context, chain.message or "Invalid", icon='ERROR')
+        return
+    scene = context.scene
+    if scene is not None:
+        unit = scene.unit_settings
+        residual = bpy.utils.units.to_string(
+            unit.system, 'LENGTH', chain.residual * unit.scale_length, precision=4, split_unit=False
+        )
+    else:
+        residual = f"{chain.residual:.4g}"
+    row = box.row()
+    row.label(text=f"Iterations: {chain.iterations}")
+    row.label(text=f"Residual: {residual}")
+    if chain.message:
+        wrapped(box, context, chain.message, icon='INFO')
+    else:
+        box.label(text="Reached", icon='CHECKMARK')
+
+
+class VIEW3D_PT_reach_ik_chains(PanelMixin, Panel):
+    bl_label = "Chains"
+    bl_parent_id = "VIEW3D_PT_reach_ik"
+
+    @classmethod
+    def poll(cls, context: Context) -> bool:
+        return armature_in_reach(context) is not None
+
+    def draw(self, context: Context) -> None:
+        obj = armature_in_reach(context)
+        if obj is None:
+            return
+        layout = _layout(self)
+        settings = rig_settings(obj)
+        row = layout.row()
+        row.template_list("REACH_UL_chains", "", settings, "chains", settings, "active_chain_index", rows=4)
+        side = row.column(align=True)
+        side.operator("reach.chain_add", text="", icon='ADD')
+        side.operator("reach.chain_remove", text="", icon='REMOVE')
+        side.separator()
+        side.operator("reach.chain_move", text="", icon='TRIA_UP').direction = 'UP'
+        side.operator("reach.chain_move", text="", icon='TRIA_DOWN').direction = 'DOWN'
+        side.separator()
+        side.operator("reach.chains_from_hierarchy", text="", icon='OUTLINER_DATA_ARMATURE')
+        if not len(settings.chains):
+            wrapped(layout, context, "Pose Mode: click the tip bone (shift-click up to the chain's first bone), "
+                    "then +. Or build one chain per leaf from the hierarchy.", icon='INFO')
+            return
+        i = settings.active_chain_index
+        if not 0 <= i < len(settings.chains):
+            return
+        chain: ReachChain = settings.chains[i]
+        layout.use_property_split = True
+        layout.use_property_decorate = False
+        col = layout.column()
+        col.active = chain.enabled
+        col.prop(chain, "solver")
+        col.prop_search(chain, "tip_bone", obj.data, "bones", text="Tip Bone", icon='BONE_DATA')
+        col.prop(chain, "chain_length", text="Length")
+        col.prop(chain, "target")
+        col.prop(chain, "pole")
+        col.prop(chain, "weight")
+        col.prop(chain, "use_target_rotation", text="Target Rotation")
+        draw_status(context, layout, chain)
+
+
+class VIEW3D_PT_reach_ik_limits(PanelMixin, Panel):
+    bl_label = "Joint Limits"
+    bl_parent_id = "VIEW3D_PT_reach_ik"
+
+    @classmethod
+    def poll(cls, context: Context) -> bool:
+        obj = armature_in_reach(context)
+        return obj is not None
+
+    def draw_header_preset(self, context: Context) -> None:
+        # The bone whose limits these are, at the header's right.
+        obj = armature_in_reach(context)
+        pb = active_pose_bone(context, obj) if obj is not None else None
+        if pb is not None:
+            _layout(self).label(text=pb.name, icon='BONE_DATA')
+
+    def draw(self, context: Context) -> None:
+        layout = _layout(self)
+        obj = armature_in_reach(context)
+        pb = active_pose_bone(context, obj) if obj is not None else None
+        if pb is None:
+            wrapped(layout, context, "Click a bone to edit its joint limits", icon='INFO')
+            return
+        limits = bone_limits(pb)
+        layout.use_property_split = True
+        layout.use_property_decorate = False
+        col = layout.column()
+        col.prop(limits, "use_cone", text="Cone")
+        sub = col.column(align=True)
+        sub.active = limits.use_cone
+        sub.prop(limits, "cone_up", text="Up")
+        sub.prop(limits, "cone_down", text="Down")
+        sub.prop(limits, "cone_left", text="Left")
+        sub.prop(limits, "cone_right", text="Right")
+        col.separator()
+        col.prop(limits, "use_twist", text="Twist")
+        sub = col.column(align=True)
+        sub.active = limits.use_twist
+        sub.prop(limits, "twist_min", text="Min")
+        sub.prop(limits, "twist_max", text="Max")
+        layout.label(text="Presets")
+        grid = layout.grid_flow(row_major=True, columns=3, even_columns=True, align=True)
+        for ident, name, _desc in PRESET_ITEMS:
+            grid.operator("reach.limits_preset", text=name).preset = ident
+
+
+class VIEW3D_PT_reach_ik_overlay(PanelMixin, Panel):
+    bl_label = "Overlay"
+    bl_parent_id = "VIEW3D_PT_reach_ik"
+
+    @classmethod
+    def poll(cls, context: Context) -> bool:
+        return armature_in_reach(context) is not None
+
+    def draw(self, context: Context) -> None:
+        obj = armature_in_reach(context)
+        if obj is None:
+            return
+        settings = rig_settings(obj)
+        row = _layout(self).row(align=True)
+        row.prop(settings, "show_chains", toggle=True)
+        row.prop(settings, "show_limits", toggle=True)
+        row.prop(settings, "show_targets", toggle=True)
+
+
+classes = (
+    REACH_UL_chains,
+    VIEW3D_PT_reach_ik,
+    VIEW3D_PT_reach_ik_chains,
+    VIEW3D_PT_reach_ik_limits,
+    VIEW3D_PT_reach_ik_overlay,
+)
+register, unregister = classes_factory(classes)
