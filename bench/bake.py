@@ -10,7 +10,6 @@ their ratio, and how far the baked pose is from the live solve (tip to target, w
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from pathlib import Path
@@ -18,8 +17,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tools"), str(ROOT)]
 
+import bpy_session  # noqa: E402  (sets a temporary BLENDER_USER_RESOURCES before bpy starts)
+
+# isort: split
 import bpy  # noqa: E402
-import bpy_session  # noqa: E402
 
 from demo import rigs  # noqa: E402
 
@@ -32,20 +33,12 @@ def animated_character(frames: int, amplitude: float = 0.15) -> rigs.Rig:
     rig = rigs.character()
     pbs = rig.obj.pose.bones
     for f in range(1, frames + 1, 5):
-        t = 0.1 * f
-        for i, pb in enumerate(pbs):
-            pb.rotation_mode = "XYZ"
-            pb.rotation_euler = (
-                amplitude * math.sin(t + 0.7 * i),
-                0.5 * amplitude * math.sin(1.3 * t + i),
-                amplitude * math.cos(0.9 * t + 0.3 * i),
-            )
+        rigs.wave_pose(rig, 0.1 * f, amplitude)
         bpy.context.view_layer.update()
         for spec in rig.chains:
             spec.target.location = rig.obj.matrix_world @ pbs[spec.tip].tail
             spec.target.keyframe_insert("location", frame=f)
-    for pb in pbs:
-        pb.rotation_euler = (0.0, 0.0, 0.0)
+    rigs.rest_pose(rig)
     return rig
 
 

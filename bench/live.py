@@ -12,7 +12,6 @@ measured from the evaluated pose).
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
 import time
@@ -22,8 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tools"), str(ROOT)]
 
+import bpy_session  # noqa: E402  (sets a temporary BLENDER_USER_RESOURCES before bpy starts)
+
+# isort: split
 import bpy  # noqa: E402
-import bpy_session  # noqa: E402
 import numpy as np  # noqa: E402
 
 from demo import rigs  # noqa: E402
@@ -73,19 +74,11 @@ def trajectory(rig: rigs.Rig, rounds: int, amplitude: float) -> list[list[np.nda
     pbs = rig.obj.pose.bones
     out = []
     for r in range(rounds):
-        t = 0.35 * r
-        for i, pb in enumerate(pbs):
-            pb.rotation_mode = "XYZ"
-            pb.rotation_euler = (
-                amplitude * math.sin(t + 0.7 * i),
-                0.5 * amplitude * math.sin(1.3 * t + i),
-                amplitude * math.cos(0.9 * t + 0.3 * i),
-            )
+        rigs.wave_pose(rig, 0.35 * r, amplitude)
         bpy.context.view_layer.update()
         mw = rig.obj.matrix_world
         out.append([np.array(mw @ pbs[spec.tip].tail) for spec in rig.chains])
-    for pb in pbs:
-        pb.rotation_euler = (0.0, 0.0, 0.0)
+    rigs.rest_pose(rig)
     bpy.context.view_layer.update()
     return out
 

@@ -175,6 +175,22 @@ def spider(location: Sequence[float] = (0, 0, 0), name: str = "Spider") -> Rig:
     return rig
 
 
+def wave_pose(rig: Rig, t: float, amplitude: float) -> None:
+    """Pose every bone with smooth Euler waves (reachable target paths are made from such poses)."""
+    for i, pb in enumerate(rig.obj.pose.bones):
+        pb.rotation_mode = "XYZ"
+        pb.rotation_euler = (
+            amplitude * math.sin(t + 0.7 * i),
+            0.5 * amplitude * math.sin(1.3 * t + i),
+            amplitude * math.cos(0.9 * t + 0.3 * i),
+        )
+
+
+def rest_pose(rig: Rig) -> None:
+    for pb in rig.obj.pose.bones:
+        pb.rotation_euler = (0.0, 0.0, 0.0)
+
+
 def use_reach(rig: Rig, **settings: object) -> None:
     """Drive the rig with Reach IK chains."""
     s = rig.obj.reach_ik  # type: ignore[attr-defined]

@@ -26,8 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "demo" / "out"
 sys.path[:0] = [str(ROOT / "tools"), str(ROOT)]
 
+import bpy_session  # noqa: E402  (sets a temporary BLENDER_USER_RESOURCES before bpy starts)
+
+# isort: split
 import bpy  # noqa: E402
-import bpy_session  # noqa: E402
 import numpy as np  # noqa: E402
 
 from demo import rigs  # noqa: E402

@@ -13,10 +13,13 @@ from types import ModuleType
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "tools"), str(ROOT)]  # tools/bpy_session.py, and demo/rigs.py for the rig builders
 
-import bpy
-import bpy_session
+import bpy_session  # noqa: E402  (sets a temporary BLENDER_USER_RESOURCES before bpy starts)
+
+# isort: split
+import bpy  # noqa: E402
 
 ADDON = bpy_session.ADDON
 enable_addon = bpy_session.enable_addon

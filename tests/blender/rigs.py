@@ -8,22 +8,12 @@ import bpy
 import numpy as np
 from mathutils import Matrix, Vector
 
+from demo import rigs as demo_rigs
+
 
 def armature(name: str = "Rig", bones: Sequence[tuple[str, str | None, tuple, tuple, bool]] = ()) -> bpy.types.Object:
     """An armature object linked to the scene; bones are (name, parent, head, tail, connected)."""
-    arm = bpy.data.armatures.new(name)
-    obj = bpy.data.objects.new(name, arm)
-    bpy.context.scene.collection.objects.link(obj)
-    bpy.context.view_layer.objects.active = obj
-    bpy.ops.object.mode_set(mode="EDIT")
-    for bname, parent, head, tail, connected in bones:
-        eb = arm.edit_bones.new(bname)
-        eb.head, eb.tail = head, tail
-        if parent:
-            eb.parent = arm.edit_bones[parent]
-            eb.use_connect = connected
-    bpy.ops.object.mode_set(mode="OBJECT")
-    return obj
+    return demo_rigs.armature(name, bones)
 
 
 def chain_rig(
@@ -43,9 +33,7 @@ def chain_rig(
 
 
 def empty(name: str, location: Sequence[float] = (0, 0, 0), parent: bpy.types.Object | None = None) -> bpy.types.Object:
-    ob = bpy.data.objects.new(name, None)
-    bpy.context.scene.collection.objects.link(ob)
-    ob.location = location
+    ob = demo_rigs.empty(name, location, display="PLAIN_AXES", size=0.1)
     if parent is not None:
         ob.parent = parent
     return ob

@@ -58,3 +58,11 @@ def test_settings_defaults() -> None:
     assert abs(s.tolerance - 0.001) < 1e-9
     chain = s.chains.add()
     assert (chain.enabled, chain.solver, chain.chain_length, chain.weight) == (True, "FABRIK", 2, 1.0)
+
+
+def test_user_resources_are_temporary() -> None:
+    """bpy must start with BLENDER_USER_RESOURCES in a temp folder: the user's own config is never touched."""
+    import tempfile
+
+    user = bpy.utils.resource_path("USER")
+    assert user.startswith(tempfile.gettempdir()), f"bpy's user folder is {user}, not a temporary one"
