@@ -273,14 +273,19 @@ class _Work:
             p = int(sk.parent[b])
             if p >= 0 and (moved[p] or carried[p]) and int(b) not in self.solved:
                 carried[b] = True
+        every = np.flatnonzero(carried)
+        if every.size == 0:
+            return
+        # Each carried bone keeps its transform relative to its parent as Blender evaluated it (one solve).
+        local = np.linalg.solve(self.original[:, sk.parent[every]], self.original[:, every])
+        row = {int(b): i for i, b in enumerate(every)}
         for d in range(1, int(sk.depth.max(initial=0)) + 1):
-            idx = np.flatnonzero(carried & (sk.depth == d))
+            idx = every[sk.depth[every] == d]
             if idx.size == 0:
                 continue
             par = sk.parent[idx]
-            local = np.linalg.solve(self.original[:, par], self.original[:, idx])
-            self.matrices[:, idx] = self.matrices[:, par] @ local
-            self.rot[:, idx], self.scale[:, idx] = convert.rotation_parts(self.matrices[:, idx, :3, :3])
+            self.matrices[:, idx] = self.matrices[:, par] @ local[:, [row[int(b)] for b in idx]]
+        self.rot[:, every], self.scale[:, every] = convert.rotation_parts(self.matrices[:, every, :3, :3])
 
 
 @dataclass
@@ -292,7 +297,16 @@ class _Space:
 
     @classmethod
     def of(cls, world: F64) -> _Space:
-        return cls(np.linalg.inv(world), np.cbrt(np.abs(np.linalg.det(world[:, :3, :3]))))
+        # World matrices here are rotation x uniform scale + translation (rig_problem refuses anything else),
+        # so the inverse is closed-form: A^-1 = A^T / s^2. A general 4x4 inverse costs far more per update.
+        a = world[:, :3, :3]
+        scale = np.cbrt(np.abs(np.linalg.det(a)))
+        inv = np.zeros_like(world)
+        inv_a = np.swapaxes(a, 1, 2) / (scale * scale)[:, None, None]
+        inv[:, :3, :3] = inv_a
+        inv[:, :3, 3] = -np.einsum("fij,fj->fi", inv_a, world[:, :3, 3])
+        inv[:, 3, 3] = 1.0
+        return cls(inv, scale)
 
     def points(self, mats: F64) -> F64:
         """(F,4,4) world matrices -> (F,3) armature-space positions."""
