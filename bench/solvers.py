@@ -1,8 +1,23 @@
 """Solver benchmarks: timings and ratios measured in one run. Prints; asserts nothing.
 
-Run ``.venv/bin/python bench/solvers.py`` (about a minute) or with ``--quick`` (a few seconds).
+Run ``.venv/bin/python bench/solvers.py`` (a few minutes) or with ``--quick`` (well under a minute).
 
-What it measures, all on random rigs built in code with reachable targets (tips of random poses):
+First, **before vs after** (:func:`compare`): the solvers of a git revision (``--before REV``, default the
+commit before the performance and convergence pass; ``--before none`` skips it) are extracted into a
+temporary package and run in the same process, interleaved with the working tree's, on the same inputs:
+
+(i) small live calls, per call in us *including problem construction*, warm-started from the previous
+    result while the target follows a smoothly moving pose (``bench/live.py``'s wave): a FABRIK spine
+    (K=1, N=3), a CCD tail (K=1, N=6), two-bone arms (K=2, N=2, with poles); tolerance 1e-3, cap 30;
+(ii) a 50-bone chain (bones 0.1 long) tracking the same kind of targets: ms and iterations to 1e-4
+    (cap 200), and the 3-bone repro of the Blender tier (``chain_rig``, random poses of 0.6 rad, 4e-4
+    within 30 iterations);
+(iii) FABRIK 1000 chains x 10 bones, batched vs a per-chain loop (goal >= 30x);
+(iv) FABRIK vs CCD iterations to 1e-4;
+(v) a 17-bone hand tree: iterations and ms to 1e-3.
+
+Then, for the working tree only, all on random rigs built in code with reachable targets (tips of random
+poses):
 
 * batched vs a per-chain Python loop of the same solver code, for K = 1, 10, 100, 1000 chains of
   N = 2, 10, 50 bones (the loop is timed on a sample of chains and scaled to K when it would be slow;
@@ -20,11 +35,19 @@ Problems are built before timing; only the solve calls are timed (best of a few 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import io
+import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -34,11 +57,15 @@ sys.path.insert(0, str(ROOT / "tests" / "unit"))
 
 from solver_fixtures import (  # noqa: E402
     Rig,
+    TreeRig,
     comfortable,
     make_rig,
     make_tree,
+    quaternion_pose,
     random_rotations,
     reachable_targets,
+    wave_pose,
+    zigzag_rig,
 )
 
 from solvers import (  # noqa: E402
@@ -52,6 +79,9 @@ from solvers import (  # noqa: E402
 )
 
 Solver = Callable[[ChainProblem], SolveResult]
+
+# The last commit before the performance and convergence pass (the "before" of compare()).
+BEFORE_REV = "d8604f2"
 
 
 def best_time(fn: Callable[[], object], repeats: int) -> float:
@@ -254,23 +284,220 @@ def bench_limits_cost(repeats: int) -> None:
         flags = np.ones(m, dtype=bool)
         twist = np.broadcast_to([-0.5, 0.5], (m, 2))
         clamped = limits_module.apply_joint_limits(ref, frame, cone, flags, twist, flags)
-        t_clamp = best_time(lambda: limits_module.apply_joint_limits(ref, frame, cone, flags, twist, flags),
-                            5 * repeats)
-        t_inside = best_time(lambda: limits_module.apply_joint_limits(ref, clamped, cone, flags, twist, flags),
-                             5 * repeats)
+        args = (ref, frame, cone, flags, twist, flags)
+        args_inside = (ref, clamped, cone, flags, twist, flags)
+        t_clamp = best_time(lambda a=args: limits_module.apply_joint_limits(*a), 5 * repeats)
+        t_inside = best_time(lambda a=args_inside: limits_module.apply_joint_limits(*a), 5 * repeats)
         print(f"  apply_joint_limits alone, M={m:>4}: {outside.mean():4.0%} outside the cone "
               f"{t_clamp * 1e6:8.0f} us ({t_clamp / m * 1e6:6.1f} us/row); all inside {t_inside * 1e6:6.0f} us")
 
 
+# ------------------------------------------------------------------------------------------------------
+# Before vs after: the solvers of a git revision against the working tree's, in one process
+# ------------------------------------------------------------------------------------------------------
+
+
+def load_solvers(rev: str) -> ModuleType:
+    """The ``solvers`` package of git revision ``rev``, imported as a separate package ``solvers_<rev>``."""
+    data = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "solvers"], check=True,
+                          capture_output=True).stdout
+    folder = Path(tempfile.mkdtemp(prefix="reach_ik_solvers_"))
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(folder)
+    name = f"solvers_{rev.replace('-', '_').replace('.', '_')}"
+    spec = importlib.util.spec_from_file_location(name, folder / "solvers" / "__init__.py",
+                                                  submodule_search_locations=[str(folder / "solvers")])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def chain_problem(pkg: ModuleType, rig: Rig, targets: np.ndarray, **kwargs: Any) -> Any:
+    """``rig.problem(targets, ...)`` built with package ``pkg``'s ChainProblem."""
+    return pkg.ChainProblem(positions=rig.positions, frames=rig.frames, offsets=rig.offsets,
+                            ref_local=rig.ref_local, base=rig.base, targets=targets, **kwargs)
+
+
+def tree_problem(pkg: ModuleType, rig: TreeRig, targets: np.ndarray, **kwargs: Any) -> Any:
+    return pkg.TreeProblem(parents=rig.parents, heads=rig.heads, frames=rig.frames,
+                           head_offsets=rig.head_offsets, tail_offsets=rig.tail_offsets,
+                           ref_local=rig.ref_local, base=rig.base, effectors=rig.effectors, targets=targets,
+                           **kwargs)
+
+
+def interleaved(pkgs: list[ModuleType], repeats: int) -> Iterator[tuple[int, ModuleType]]:
+    """(index, package) pairs, alternating packages repeat after repeat so both see the same machine load."""
+    for r in range(repeats):
+        order = range(len(pkgs)) if r % 2 == 0 else reversed(range(len(pkgs)))
+        for i in order:
+            yield i, pkgs[i]
+
+
+def track(pkg: ModuleType, solver: str, rig: Rig, rounds: int, amplitude: float, **kwargs: Any) -> dict[str, Any]:
+    """Live tracking: each call warm-starts from the previous result; the target is the tip of the wave
+    pose at time ``0.35 r`` (K chains follow phase-shifted waves). Times include problem construction."""
+    k, n = rig.offsets.shape[:2]
+    solve = getattr(pkg, solver)
+    goals = []
+    for r in range(rounds + 3):
+        local = np.concatenate([wave_pose(n, 0.35 * r + 1.7 * c, amplitude) for c in range(k)])
+        goals.append(rig.pose(local)[0][:, -1].copy())
+    poles = kwargs.pop("poles", None)
+    positions, frames = rig.positions, rig.frames
+    times, iterations, residuals, reached = [], [], [], []
+    for r, goal in enumerate(goals):
+        start = time.perf_counter()
+        problem = pkg.ChainProblem(positions=positions, frames=frames, offsets=rig.offsets,
+                                   ref_local=rig.ref_local, base=rig.base, targets=goal, poles=poles, **kwargs)
+        result = solve(problem)
+        elapsed = time.perf_counter() - start
+        positions, frames = result.positions, result.frames
+        if r >= 3:  # warm
+            times.append(elapsed)
+            iterations.append(float(result.iterations.mean()))
+            residuals.append(float(result.residual.max()))
+            reached.append(bool(result.reached.all()))
+    return {"times": times, "iterations": iterations, "residual": max(residuals), "reached": np.mean(reached)}
+
+
+def compare(before: ModuleType, after: ModuleType, quick: bool) -> None:
+    """Print the before/after table for (i)-(v) (see the module docstring)."""
+    import solvers as current
+
+    assert after is current
+    pkgs = [before, after]
+    rows: list[tuple[str, str, list[float], str]] = []  # label, unit, [before, after], lower/higher better
+
+    def add(label: str, unit: str, values: list[float], better: str = "lower") -> None:
+        rows.append((label, unit, values, better))
+
+    # (i) small live calls.
+    rounds, reps = (30, 3) if quick else (60, 5)
+    cases = [
+        ("(i) FABRIK spine K=1 N=3", "solve_fabrik", zigzag_rig(3, 0.2, 0.1), {}),
+        ("(i) CCD tail K=1 N=6", "solve_ccd", zigzag_rig(6, 0.13, 0.3), {}),
+        ("(i) two-bone arms K=2 N=2", "solve_two_bone", zigzag_rig(2, 0.27, 0.15, k=2),
+         {"poles": np.array([[0.0, 0.5, 1.0], [0.0, 0.5, 1.0]])}),
+    ]
+    for label, solver, rig, extra in cases:
+        times: list[list[float]] = [[], []]
+        stats: list[dict[str, Any]] = [{}, {}]
+        for i, pkg in interleaved(pkgs, reps):
+            out = track(pkg, solver, rig, rounds, 0.15, tolerance=1e-3, max_iterations=30, **dict(extra))
+            times[i] += out["times"]
+            stats[i] = out
+        add(f"{label}: us per call", "us", [1e6 * statistics.median(t) for t in times])
+        add(f"{label}: mean iterations", "", [float(np.mean(s["iterations"])) for s in stats])
+        add(f"{label}: calls reaching 1e-3", "%", [100 * s["reached"] for s in stats], "higher")
+
+    # (ii) 50-bone warm tracking, and the 3-bone repro.
+    rig50 = zigzag_rig(50, 0.1, 0.08)
+    times, stats = [[], []], [{}, {}]
+    for i, pkg in interleaved(pkgs, 1 if quick else 2):
+        out = track(pkg, "solve_fabrik", rig50, 15 if quick else 40, 0.06, tolerance=1e-4, max_iterations=200)
+        times[i] += out["times"]
+        stats[i] = out
+    add("(ii) 50 bones tracking, tol 1e-4: ms per call", "ms", [1e3 * statistics.median(t) for t in times])
+    add("(ii) 50 bones tracking: mean iterations", "", [float(np.mean(s["iterations"])) for s in stats])
+    add("(ii) 50 bones tracking: calls reaching 1e-4", "%", [100 * s["reached"] for s in stats], "higher")
+    rig3 = zigzag_rig(3)
+    seeds = range(100 if quick else 300)
+    for name in ("solve_fabrik", "solve_ccd"):
+        reached, iters = [0.0, 0.0], [0.0, 0.0]
+        for i, pkg in enumerate(pkgs):
+            for seed in seeds:
+                goal, _ = rig3.pose(quaternion_pose(np.random.default_rng(seed), (1, 3), 0.6))
+                res = getattr(pkg, name)(chain_problem(pkg, rig3, goal[:, -1].copy(), tolerance=4e-4,
+                                                       max_iterations=30))
+                reached[i] += float(res.reached[0]) / len(seeds)
+                iters[i] += float(res.iterations[0]) / len(seeds)
+        label = name.removeprefix("solve_").upper()
+        add(f"(ii) 3-bone repro {label}: reached 4e-4 in 30 it", "%", [100 * r for r in reached], "higher")
+        add(f"(ii) 3-bone repro {label}: mean iterations", "", iters)
+
+    # (iii) batched vs loop, FABRIK 1000 x 10, tol 1e-4.
+    rig, targets = comfortable_rig(42, 1000, 10)
+    problems = [chain_problem(pkg, rig, targets, tolerance=1e-4, max_iterations=200) for pkg in pkgs]
+    singles = [[chain_problem(pkg, subset(rig, slice(j, j + 1)), targets[j : j + 1], tolerance=1e-4,
+                              max_iterations=200) for j in range(1000)] for pkg in pkgs]
+    t_batch, t_loop = [np.inf, np.inf], [np.inf, np.inf]
+    # Minimum over interleaved repeats for both sides: the least disturbed run of each.
+    for i, pkg in interleaved(pkgs, 2 if quick else 4):
+        t_batch[i] = min(t_batch[i], best_time(lambda p=problems[i], s=pkg.solve_fabrik: s(p), 3))
+        t_loop[i] = min(t_loop[i], best_time(lambda ps=singles[i], s=pkg.solve_fabrik: [s(p) for p in ps], 1))
+    add("(iii) FABRIK 1000x10 tol 1e-4: batched ms", "ms", [1e3 * t for t in t_batch])
+    add("(iii) FABRIK 1000x10: per-chain loop ms", "ms", [1e3 * t for t in t_loop])
+    add("(iii) FABRIK 1000x10: loop / batched", "x", [t_loop[i] / t_batch[i] for i in range(2)], "higher")
+
+    # (iv) FABRIK vs CCD iterations to 1e-4.
+    rig, targets = comfortable_rig(7, 200 if quick else 1000, 10)
+    for name in ("solve_fabrik", "solve_ccd"):
+        iters, reached, ms = [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]
+        for i, pkg in enumerate(pkgs):
+            problem = chain_problem(pkg, rig, targets, tolerance=1e-4, max_iterations=2000)
+            start = time.perf_counter()
+            res = getattr(pkg, name)(problem)
+            ms[i] = 1e3 * (time.perf_counter() - start)
+            iters[i] = float(res.iterations.mean())
+            reached[i] = 100 * float(res.reached.mean())
+        label = name.removeprefix("solve_").upper()
+        add(f"(iv) {label} {len(targets)}x10 to 1e-4: mean iterations", "", iters)
+        add(f"(iv) {label} {len(targets)}x10 to 1e-4: reached", "%", reached, "higher")
+        add(f"(iv) {label} {len(targets)}x10 to 1e-4: ms", "ms", ms)
+
+    # (v) the hand tree.
+    rng = np.random.default_rng(5)
+    hand_offsets = [np.array(v) for v in ([-0.1, 0.5, 0], [0, 0.55, 0.02], [0.1, 0.5, 0], [0.2, 0.45, 0],
+                                          [-0.2, 0.3, 0.1])]
+    tree = make_tree(rng, parents=[-1, 0, 1, 2, 3, 1, 5, 6, 1, 8, 9, 1, 11, 12, 12, 1, 15],
+                     effectors=[4, 7, 10, 13, 14, 16], offset_children={1: hand_offsets})
+    goals = [tree.pose(random_rotations(rng, (17,), 1.0))[2][tree.effectors] for _ in range(10 if quick else 30)]
+    tree_ms: list[list[float]] = [[], []]
+    tree_it: list[list[float]] = [[], []]
+    tree_ok = [0.0, 0.0]
+    for i, pkg in interleaved(pkgs, 1 if quick else 2):
+        tree_ms[i], tree_it[i], tree_ok[i] = [], [], 0.0
+        for goal in goals:
+            problem = tree_problem(pkg, tree, goal, tolerance=1e-3, max_iterations=1000)
+            start = time.perf_counter()
+            res = pkg.solve_tree(problem)
+            tree_ms[i].append(1e3 * (time.perf_counter() - start))
+            tree_it[i].append(res.iterations)
+            tree_ok[i] += 100 * float(res.reached.all()) / len(goals)
+    add("(v) hand tree 17 bones, tol 1e-3: median ms", "ms", [statistics.median(t) for t in tree_ms])
+    add("(v) hand tree: median iterations", "", [statistics.median(t) for t in tree_it])
+    add("(v) hand tree: all effectors reached", "%", tree_ok, "higher")
+
+    print(f"\nBEFORE ({before.__name__}) vs AFTER (working tree), same run; ratio = how many times better")
+    print(f"  {'':58s} {'before':>10} {'after':>10} {'ratio':>8}")
+    for label, unit, (b, a), better in rows:
+        if better == "lower":
+            ratio_text = f"{b / a:7.2f}x" if a > 0 else "    inf"
+        else:
+            ratio_text = f"{a / b:7.2f}x" if b > 0 else "      -"
+        print(f"  {label + (f' [{unit}]' if unit else ''):58s} {b:10.3g} {a:10.3g} {ratio_text}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats (a few seconds)")
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats (well under a minute)")
+    parser.add_argument("--before", default=BEFORE_REV,
+                        help=f"git revision to compare against (default {BEFORE_REV}; 'none' to skip)")
+    parser.add_argument("--compare-only", action="store_true", help="only the before/after table")
     args = parser.parse_args()
     repeats = 2 if args.quick else 3
     ks = [1, 10, 100, 1000]
     ns = [10] if args.quick else [2, 10, 50]
     budget = 0.5 if args.quick else 2.0
     print(f"numpy {np.__version__}, python {sys.version.split()[0]}")
+    if args.before != "none":
+        import solvers
+
+        compare(load_solvers(args.before), solvers, args.quick)
+    if args.compare_only:
+        return
 
     # Headline first: FABRIK K=1000, N=10, tol 1e-4, full per-chain loop (no sampling).
     rig, targets = comfortable_rig(42, 1000, 10)

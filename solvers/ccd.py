@@ -24,10 +24,11 @@ def make_ccd_step(max_angle: float | None = None) -> Step:
     def step(batch: ChainBatch) -> None:
         p = batch.positions
         frames = batch.frames
+        targets = batch.targets
         limited = batch.limits is not None and frames is not None
         for j in range(batch.n_bones - 1, -1, -1):
             head = p[:, j]
-            rot = rotation_between(p[:, -1] - head, batch.targets - head, max_angle)
+            rot = rotation_between(p[:, -1] - head, targets - head, max_angle)
             if limited and frames is not None:
                 parent = batch.base if j == 0 else frames[:, j - 1]
                 ref = matmul(parent, batch.ref_local[:, j])
@@ -39,7 +40,7 @@ def make_ccd_step(max_angle: float | None = None) -> Step:
                 frames[:, j] = new
             rel = p[:, j + 1 :] - head[:, None]
             # Row vectors times R^T: every joint below turns about the head at once.
-            p[:, j + 1 :] = head[:, None] + np.matmul(rel, np.swapaxes(rot, -1, -2))
+            np.add(head[:, None], np.matmul(rel, rot.transpose(0, 2, 1)), out=p[:, j + 1 :])
 
     return step
 
@@ -55,6 +56,8 @@ def solve_ccd(problem: ChainProblem, max_angle: float | None = None) -> SolveRes
     max_angle
         Largest rotation of one joint in one step, in radians; None (default) for no cap. A cap slows
         convergence but avoids the sudden flips plain CCD makes when a target passes behind the chain.
+        With a cap the iterations are CCD's alone: the shared polish step (``solvers.loop.iterate``)
+        turns joints by whatever it takes, which the cap exists to prevent.
 
     Returns
     -------
@@ -66,4 +69,4 @@ def solve_ccd(problem: ChainProblem, max_angle: float | None = None) -> SolveRes
     limited = problem.limits is not None and bool(
         np.any(problem.limits.use_cone) or np.any(problem.limits.use_twist)
     )
-    return solve_chains(problem, make_ccd_step(max_angle), track_frames=limited)
+    return solve_chains(problem, make_ccd_step(max_angle), track_frames=limited, polished=max_angle is None)

@@ -10,7 +10,7 @@ being solved, which the shared loop shrinks (:meth:`ChainBatch.take`) as chains 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Final
 
@@ -84,6 +84,11 @@ class ChainSource:
     limits: LimitTable | None
     roll_mode: str
 
+    @cached_property
+    def keep_directions(self) -> F64:
+        """``(K, N, 3)`` world segment directions of the problem's frames (``keep_frames @ directions``)."""
+        return matvec(self.keep_frames, self.directions)
+
 
 @dataclass(frozen=True)
 class ChainBatch:
@@ -102,7 +107,8 @@ class ChainBatch:
     lengths: F64
     root: F64
     targets: F64
-    hints: F64
+    hints: F64  # (A, 3) unit bend hints, NaN rows for none (see bend_hints)
+    hinted: Bools | None  # rows with a hint; None when no row has one (the common case, skipped cheaply)
     source: ChainSource
 
     @staticmethod
@@ -128,9 +134,17 @@ class ChainBatch:
             root=positions[:, 0].copy(),
             targets=problem.targets,
             hints=np.full((problem.n_chains, 3), np.nan),
+            hinted=None,
             source=source,
         )
-        return replace(batch, hints=bend_hints(batch, problem.poles))
+        if problem.poles is None and problem.roll_mode != "NATURAL":
+            return batch
+        hints = bend_hints(batch, problem.poles)
+        hinted = ~np.isnan(hints[:, 0])
+        # The constructor rather than dataclasses.replace, which is several times slower (the source's
+        # cached arrays carry over).
+        return ChainBatch(batch.idx, True, positions, None, lengths, batch.root, batch.targets, hints,
+                          hinted if hinted.any() else None, source)
 
     def _rows(self, arr: F64) -> F64:
         return arr if self.full else arr[self.idx]
@@ -151,6 +165,11 @@ class ChainBatch:
         return self._rows(self.source.directions)
 
     @cached_property
+    def keep_directions(self) -> F64:
+        """``(A, N, 3)`` world segment directions of the problem's frames (``keep_frames @ directions``)."""
+        return self._rows(self.source.keep_directions)
+
+    @cached_property
     def ref_local(self) -> F64:
         """``(A, N, 3, 3)`` rest frames relative to the parents."""
         return self._rows(self.source.ref_local)
@@ -165,6 +184,16 @@ class ChainBatch:
         """Joint limit rows, or None."""
         lim = self.source.limits
         return lim if lim is None or self.full else lim.take(self.idx)
+
+    @cached_property
+    def lengths_t(self) -> F64:
+        """``(N, A)`` segment lengths, bone-major (for the coordinate-major FABRIK passes)."""
+        return np.ascontiguousarray(self.lengths.T)
+
+    @cached_property
+    def total_length(self) -> F64:
+        """``(A,)`` each chain's length (the sum of its segment lengths)."""
+        return np.asarray(self.lengths.sum(axis=1), dtype=np.float64)
 
     @property
     def roll_mode(self) -> str:
@@ -183,6 +212,11 @@ class ChainBatch:
 
     def take(self, rows: I64 | Bools) -> ChainBatch:
         """A new batch of the rows ``rows`` (indices or mask) of this one; the pose arrays are copied."""
+        hinted = None
+        if self.hinted is not None:
+            hinted = self.hinted[rows]
+            if not hinted.any():
+                hinted = None
         return ChainBatch(
             idx=self.idx[rows],
             full=False,
@@ -192,11 +226,14 @@ class ChainBatch:
             root=self.root[rows],
             targets=self.targets[rows],
             hints=self.hints[rows],
+            hinted=hinted,
             source=self.source,
         )
 
 
-def aim_frames(direction: F64, local_dir: F64, keep: F64, ref: F64 | None, roll_mode: str) -> F64:
+def aim_frames(
+    direction: F64, local_dir: F64, keep: F64, ref: F64 | None, roll_mode: str, current: F64 | None = None
+) -> F64:
     """Frames whose segment (``frame @ local_dir``) points along ``direction``, rolled per ``roll_mode``.
 
     Parameters
@@ -213,9 +250,13 @@ def aim_frames(direction: F64, local_dir: F64, keep: F64, ref: F64 | None, roll_
     roll_mode
         ``'KEEP'``, ``'REST'`` or ``'NATURAL'`` (the natural roll only changes the bend plane, which the
         solvers handle; bones roll as in ``'REST'``).
+    current
+        ``(M, 3)`` the segment direction of the starting frame (``start @ local_dir``), when the caller
+        already has it.
     """
     start = keep if roll_mode == "KEEP" or ref is None else ref
-    current = matvec(start, local_dir)
+    if current is None:
+        current = matvec(start, local_dir)
     # The half turn for an exactly reversed segment goes about the frame's own X axis: for a connected
     # bone that is the hinge axis Blender bends around, so a reversal reads as a fold, not a spin.
     return matmul(minimal_rotation(current, direction, fallback_axis=start[:, :, 0]), start)
@@ -276,10 +317,15 @@ def forward_sweep(batch: ChainBatch, aims: F64) -> tuple[F64, F64]:
     for i in range(n):
         head = positions[:, i]
         ref = matmul(parent, batch.ref_local[:, i]) if need_ref else None
-        start = batch.keep_frames[:, i] if ref is None or batch.roll_mode == "KEEP" else ref
+        if ref is None or batch.roll_mode == "KEEP":
+            current = batch.keep_directions[:, i]
+        else:
+            current = matvec(ref, batch.directions[:, i])
         # An aim on the head gives no direction: the bone keeps the one its roll mode starts from.
-        direction = normalize(aims[:, i + 1] - head, matvec(start, batch.directions[:, i]))
-        frame = aim_frames(direction, batch.directions[:, i], batch.keep_frames[:, i], ref, batch.roll_mode)
+        direction = normalize(aims[:, i + 1] - head, current)
+        frame = aim_frames(
+            direction, batch.directions[:, i], batch.keep_frames[:, i], ref, batch.roll_mode, current
+        )
         if ref is not None:
             frame = limit_frames(ref, frame, batch.limits, i)
         frames[:, i] = frame
@@ -298,13 +344,13 @@ def _independent_sweep(batch: ChainBatch, aims: F64) -> tuple[F64, F64]:
     frames, so ``positions[i+1] == positions[i] + frames[i] @ offsets[i]`` holds exactly as before.
     """
     a, n = batch.size, batch.n_bones
-    heads = aims[:, :-1].copy()
-    heads[:, 0] = batch.root
-    keep = batch.keep_frames
-    start = matvec(keep, batch.directions)
-    direction = normalize(aims[:, 1:] - heads, start)
+    segments = aims[:, 1:] - aims[:, :-1]
+    segments[:, 0] = aims[:, 1] - batch.root
+    current = batch.keep_directions
+    direction = normalize(segments, current)
     flat = aim_frames(
-        direction.reshape(-1, 3), batch.directions.reshape(-1, 3), keep.reshape(-1, 3, 3), None, "KEEP"
+        direction.reshape(-1, 3), batch.directions.reshape(-1, 3), batch.keep_frames.reshape(-1, 3, 3), None,
+        "KEEP", current.reshape(-1, 3),
     )
     frames = flat.reshape(a, n, 3, 3)
     steps = np.empty((a, n + 1, 3))
@@ -337,6 +383,17 @@ def chain_bend(positions: F64, origin: F64, axis: F64) -> F64:
     """
     rel = positions[:, 1:-1] - origin[:, None]
     return np.asarray(perpendicular_part(rel, axis[:, None]).sum(axis=1), dtype=np.float64)
+
+
+def off_line(positions: F64, origin: F64, axis: F64) -> F64:
+    """``(A,)`` largest distance of a chain's interior joints from the line (``origin``, unit ``axis``).
+
+    Zero exactly when the chain is straight along the line. (The bend vector of :func:`chain_bend` is a
+    sum, which cancels for an S-shaped chain such as a zig-zag; this does not.)
+    """
+    rel = positions[:, 1:-1] - origin[:, None]
+    perp = perpendicular_part(rel, axis[:, None])
+    return np.asarray(np.sqrt(np.einsum("anj,anj->an", perp, perp).max(axis=1, initial=0.0)), dtype=np.float64)
 
 
 def _frame_bend(frame: F64, axis: F64) -> F64:
@@ -384,7 +441,7 @@ def bend_hints(batch: ChainBatch, poles: F64 | None) -> F64:
         ``(A, 3)`` unit vectors perpendicular to the root-to-target chord, or NaN rows.
     """
     hints = np.full((batch.size, 3), np.nan)
-    chord = normalize(batch.targets - batch.root, matvec(batch.keep_frames[:, 0], batch.directions[:, 0]))
+    chord = normalize(batch.targets - batch.root, batch.keep_directions[:, 0])
     scale = batch.lengths.sum(axis=1)
     if poles is not None:
         has_pole = ~np.isnan(poles[:, 0])
@@ -476,6 +533,7 @@ __all__ = [
     "is_rotation",
     "limit_frames",
     "natural_bend",
+    "off_line",
     "prebend",
     "rest_pose",
     "rotate_bend",

@@ -8,6 +8,7 @@ deterministic answer instead of NaN.
 
 from __future__ import annotations
 
+import math
 from typing import Final, cast
 
 import numpy as np
@@ -20,6 +21,20 @@ TINY: Final = 1e-150
 # |a + b| below this (for unit a, b: angle within ~1e-4 rad of 180 degrees) makes the half-way vector too
 # noisy to trust; such pairs are rotated by a half turn about a chosen axis and then a small correction.
 NEAR_OPPOSITE: Final = 1e-4
+
+_EYE: Final = np.eye(3)
+# Index tables of the cross product: (a x b)_i = a_{i+1} b_{i+2} - a_{i+2} b_{i+1}, as one gather of six
+# products (the first three minus the last three).
+_CROSS_A: Final = np.array([1, 2, 0, 2, 0, 1])
+_CROSS_B: Final = np.array([2, 0, 1, 1, 2, 0])
+# Below this many vectors the gathered form is faster (fewer numpy calls); above it the strided one is
+# (a gather on the last axis is slow per element). Both compute the same products and differences, so
+# they agree bit for bit.
+_GATHER_BELOW: Final = 64
+# The skew-symmetric matrix [v]x of v: entry (i, j) is sign * v[index].
+_SKEW_INDEX: Final = np.array([[0, 2, 1], [2, 0, 0], [1, 0, 0]])
+_SKEW_SIGN: Final = np.array([[0.0, -1.0, 1.0], [1.0, 0.0, -1.0], [-1.0, 1.0, 0.0]])
+_DIAG: Final = np.arange(3)
 
 
 def norms(v: F64) -> F64:
@@ -45,21 +60,46 @@ def matmul(a: F64, b: F64) -> F64:
     return cast(F64, np.matmul(a, b))
 
 
+def cross(a: F64, b: F64) -> F64:
+    """Row-wise cross products ``a x b`` over the last axis (``(..., 3)``, broadcasting).
+
+    Equal bit for bit to :func:`numpy.cross` (each component is ``a_j b_k - a_k b_j``), without its
+    per-call overhead (``np.cross`` moves axes around and costs ~20 us even for one vector).
+    """
+    if a.shape == b.shape and a.size <= 3 * _GATHER_BELOW:
+        prod = a[..., _CROSS_A] * b[..., _CROSS_B]
+        return cast(F64, prod[..., :3] - prod[..., 3:])
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    np.multiply(a1, b2, out=out[..., 0])
+    out[..., 0] -= a2 * b1
+    np.multiply(a2, b0, out=out[..., 1])
+    out[..., 1] -= a0 * b2
+    np.multiply(a0, b1, out=out[..., 2])
+    out[..., 2] -= a1 * b0
+    return out
+
+
+def skew(v: F64) -> F64:
+    """Skew-symmetric matrices ``[v]x`` ``(..., 3, 3)`` with ``[v]x @ w == v x w``."""
+    return cast(F64, v[..., _SKEW_INDEX] * _SKEW_SIGN)
+
+
 def any_perpendicular(v: F64) -> F64:
     """Return a unit vector perpendicular to each row of ``v`` (deterministic, not continuous).
 
     The basis axis least aligned with ``v`` is crossed with it, which is always well conditioned.
     """
     v = np.asarray(v, dtype=np.float64)
-    axis = np.argmin(np.abs(v), axis=-1)
-    e = np.zeros_like(v)
-    np.put_along_axis(e, axis[..., None], 1.0, axis=-1)
-    p = np.cross(v, e)
+    p = cross(v, _EYE[np.argmin(np.abs(v), axis=-1)])
     n = norms(p)
+    ok = n > TINY
+    if ok.all():
+        return cast(F64, p / n[..., None])
     # A zero input has no perpendicular; any unit vector will do, and X keeps the result defined.
     fallback = np.zeros_like(v)
     fallback[..., 0] = 1.0
-    ok = n > TINY
     return np.where(ok[..., None], p / np.where(ok, n, 1.0)[..., None], fallback)
 
 
@@ -75,10 +115,10 @@ def normalize(v: F64, fallback: F64 | None = None) -> F64:
         i.e. the X axis itself.
     """
     n = norms(v)
+    if n.size == 0 or float(n.min()) > TINY:
+        return cast(F64, v / n[..., None])
     ok = n > TINY
     out = v / np.where(ok, n, 1.0)[..., None]
-    if ok.all():
-        return cast(F64, out)
     if fallback is None:
         fallback = np.zeros_like(v)
         fallback[..., 0] = 1.0
@@ -96,17 +136,11 @@ def quaternion_to_matrix(q: F64) -> F64:
     A zero quaternion gives the identity (callers overwrite such rows, but they must not warn or NaN).
     """
     q = q / np.maximum(norms(q), TINY)[..., None]
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    out = np.empty((*q.shape[:-1], 3, 3))
-    out[..., 0, 0] = 1 - 2 * (y * y + z * z)
-    out[..., 0, 1] = 2 * (x * y - w * z)
-    out[..., 0, 2] = 2 * (x * z + w * y)
-    out[..., 1, 0] = 2 * (x * y + w * z)
-    out[..., 1, 1] = 1 - 2 * (x * x + z * z)
-    out[..., 1, 2] = 2 * (y * z - w * x)
-    out[..., 2, 0] = 2 * (x * z - w * y)
-    out[..., 2, 1] = 2 * (y * z + w * x)
-    out[..., 2, 2] = 1 - 2 * (x * x + y * y)
+    w, u = q[..., 0], q[..., 1:]
+    # R = (w^2 - |u|^2) I + 2 u u^T + 2 w [u]x, with the diagonal written 1 - 2 (|u|^2 - u_i^2) as before.
+    out = 2.0 * (u[..., :, None] * u[..., None, :] + skew(w[..., None] * u))
+    diag = out[..., _DIAG, _DIAG]
+    out[..., _DIAG, _DIAG] = 1.0 - (2.0 * dots(u, u)[..., None] - diag)
     return out
 
 
@@ -154,33 +188,30 @@ def matrix_to_quaternion(m: F64) -> F64:
 
 def axis_angle_matrix(axis: F64, angle: F64) -> F64:
     """Rodrigues' formula: rotations by ``angle`` (radians, ``(...)``) about unit ``axis`` ``(..., 3)``."""
-    x, y, z = axis[..., 0], axis[..., 1], axis[..., 2]
-    c = np.cos(angle)
-    s = np.sin(angle)
-    t = 1.0 - c
-    out = np.empty((*axis.shape[:-1], 3, 3))
-    out[..., 0, 0] = c + t * x * x
-    out[..., 0, 1] = t * x * y - s * z
-    out[..., 0, 2] = t * x * z + s * y
-    out[..., 1, 0] = t * x * y + s * z
-    out[..., 1, 1] = c + t * y * y
-    out[..., 1, 2] = t * y * z - s * x
-    out[..., 2, 0] = t * x * z - s * y
-    out[..., 2, 1] = t * y * z + s * x
-    out[..., 2, 2] = c + t * z * z
-    return out
+    c = np.cos(angle)[..., None, None]
+    s = np.sin(angle)[..., None]
+    # R = c I + s [axis]x + (1 - c) axis axis^T
+    out = (1.0 - c) * (axis[..., :, None] * axis[..., None, :]) + skew(s * axis)
+    out[..., _DIAG, _DIAG] += c[..., 0]
+    return cast(F64, out)
 
 
-def _halfway_rotation(a: F64, b: F64) -> F64:
-    """Minimal rotation taking unit ``a`` onto unit ``b`` via the half-way vector (not for opposites).
+def _halfway_rotation(a: F64, b: F64, s: F64, ns: F64) -> F64:
+    """Minimal rotation taking unit ``a`` onto unit ``b`` (not for opposites), given ``s = a + b`` and
+    ``ns = |s|``.
 
-    The quaternion ``(a . h, a x h)`` with ``h = (a + b) / |a + b|`` is exactly unit length, so the
-    matrix is orthonormal to rounding for every angle short of 180 degrees.
+    It is the product of two reflections: across the plane normal to the half-way vector
+    ``h = s / |s|`` (taking ``a`` to ``-b``), then across the plane normal to ``b`` (taking ``-b`` to
+    ``b``): ``R = (I - 2 b b^T)(I - 2 h h^T) = I - 2 (b g^T + h h^T)`` with ``g = b - 2 (b . h) h``. Both
+    reflections are orthogonal to rounding for unit ``b`` and ``h``, so ``R`` is orthonormal with det +1
+    for every angle short of 180 degrees, and it needs no cross product and no trigonometry.
     """
-    s = a + b
-    h = s / np.maximum(norms(s), TINY)[..., None]
-    q = np.concatenate([dots(a, h)[..., None], np.cross(a, h)], axis=-1)
-    return quaternion_to_matrix(q)
+    h = s / np.maximum(ns, TINY)[..., None]
+    g = b - (2.0 * dots(b, h))[..., None] * h
+    out: F64 = b[..., :, None] * g[..., None, :] + h[..., :, None] * h[..., None, :]
+    out *= -2.0
+    out += _EYE
+    return out
 
 
 def minimal_rotation(a: F64, b: F64, fallback_axis: F64 | None = None) -> F64:
@@ -202,33 +233,63 @@ def minimal_rotation(a: F64, b: F64, fallback_axis: F64 | None = None) -> F64:
     """
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
-    out = _halfway_rotation(a, b)
-    opposite = norms(a + b) < NEAR_OPPOSITE
-    if opposite.any():
+    s = a + b
+    ns = norms(s)
+    out = _halfway_rotation(a, b, s, ns)
+    if ns.size and float(ns.min()) < NEAR_OPPOSITE:
+        opposite = ns < NEAR_OPPOSITE
         ao, bo = a[opposite], b[opposite]
         if fallback_axis is None:
             n = any_perpendicular(ao)
         else:
             n = normalize(perpendicular_part(fallback_axis[opposite], ao), any_perpendicular(ao))
         half_turn = 2.0 * n[..., :, None] * n[..., None, :] - np.eye(3)
-        out[opposite] = matmul(_halfway_rotation(-ao, bo), half_turn)
+        so = bo - ao
+        out[opposite] = matmul(_halfway_rotation(-ao, bo, so, norms(so)), half_turn)
     return out
+
+
+def rotvec_matrix(rotvec: F64) -> F64:
+    """Rotation matrices ``(..., 3, 3)`` of rotation vectors ``(..., 3)`` (axis times angle in radians).
+
+    A zero vector gives the identity exactly.
+    """
+    angle = norms(rotvec)
+    turning = angle > 0.0
+    axis = rotvec / np.where(turning, angle, 1.0)[..., None]
+    axis = np.where(turning[..., None], axis, _EYE[0])
+    return axis_angle_matrix(axis, angle)
 
 
 def rotation_between(a: F64, b: F64, max_angle: float | None = None) -> F64:
     """Rotations turning the directions of (not necessarily unit) ``a`` toward ``b``, at most ``max_angle``.
 
     Rows where ``a`` or ``b`` is zero give the identity (nothing to aim). Opposite directions turn about
-    :func:`any_perpendicular` of ``a``.
+    :func:`any_perpendicular` of ``a``. The common case (nonzero vectors, not near opposite, within the
+    cap) is the minimal rotation of :func:`minimal_rotation`, without trigonometry.
     """
     na, nb = norms(a), norms(b)
+    if na.size and min(float(na.min()), float(nb.min())) > TINY:
+        ua: F64 = a / na[..., None]
+        ub: F64 = b / nb[..., None]
+        s: F64 = ua + ub
+        ns = norms(s)
+        if float(ns.min()) >= NEAR_OPPOSITE and (
+            max_angle is None or float(dots(ua, ub).min()) >= math.cos(min(max_angle, math.pi))
+        ):
+            return _halfway_rotation(ua, ub, s, ns)
+    return _rotation_between_general(a, b, na, nb, max_angle)
+
+
+def _rotation_between_general(a: F64, b: F64, na: F64, nb: F64, max_angle: float | None) -> F64:
+    """:func:`rotation_between` for every case, by axis and angle."""
     ok = (na > TINY) & (nb > TINY)
     ua = a / np.where(ok, na, 1.0)[..., None]
     ub = b / np.where(ok, nb, 1.0)[..., None]
-    cross = np.cross(ua, ub)
-    sin = norms(cross)
+    axis = cross(ua, ub)
+    sin = norms(axis)
     angle = np.arctan2(sin, dots(ua, ub))
-    axis = np.where((sin > 1e-12)[..., None], cross / np.maximum(sin, TINY)[..., None], any_perpendicular(ua))
+    axis = np.where((sin > 1e-12)[..., None], axis / np.maximum(sin, TINY)[..., None], any_perpendicular(ua))
     if max_angle is not None:
         angle = np.minimum(angle, max_angle)
     angle = np.where(ok, angle, 0.0)
@@ -241,10 +302,26 @@ def orthonormalize(m: F64) -> F64:
     Y is kept because it is the bone axis; Z is made perpendicular to it and X completes a right-handed
     frame. Degenerate inputs (zero or parallel columns) still give a valid rotation.
     """
-    y = normalize(m[..., :, 1], np.broadcast_to(np.array([0.0, 1.0, 0.0]), m.shape[:-1]).copy())
-    z = normalize(perpendicular_part(m[..., :, 2], y), any_perpendicular(y))
-    x = np.cross(y, z)
-    return np.stack([x, y, z], axis=-1)
+    m = np.asarray(m, dtype=np.float64)
+    out = np.empty(m.shape)
+    col_y, col_z = m[..., :, 1], m[..., :, 2]
+    ny = norms(col_y)
+    if ny.size and float(ny.min()) > TINY:
+        y = col_y / ny[..., None]
+        z = col_z - dots(col_z, y)[..., None] * y
+        nz = norms(z)
+        if float(nz.min()) > TINY:
+            out[..., :, 1] = y
+            out[..., :, 2] = z / nz[..., None]
+            out[..., :, 0] = cross(out[..., :, 1], out[..., :, 2])
+            return out
+    # Rare: some frame has a zero Y column or a Z column parallel to Y.
+    y = normalize(col_y, np.broadcast_to(np.array([0.0, 1.0, 0.0]), m.shape[:-1]).copy())
+    z = normalize(perpendicular_part(col_z, y), any_perpendicular(y))
+    out[..., :, 1] = y
+    out[..., :, 2] = z
+    out[..., :, 0] = cross(y, z)
+    return out
 
 
 def nearest_rotation(m: F64) -> F64:

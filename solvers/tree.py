@@ -27,8 +27,8 @@ from typing import Final
 import numpy as np
 
 from .frames import LimitTable, aim_frames, limit_frames
-from .loop import STALL_RELATIVE
-from .rotations import TINY, fit_rotation, normalize, norms
+from .loop import POLISH_DAMPING, POLISH_FAR, POLISH_FROM, STALL_RELATIVE, polish_weights
+from .rotations import TINY, cross, fit_rotation, normalize, norms, rotvec_matrix
 from .types import CAP, CONVERGED, F64, STALLED, UNREACHABLE, TreeProblem, TreeResult
 
 # Weight of a fork bone's previous head in its backward fit, relative to its attachments. As in FABRIK's
@@ -122,6 +122,26 @@ class _TreeSolver:
         # Forward-pass positions of each active bone's attachments, and the effector tails among them.
         self.placed: dict[int, F64] = {}
         self.tails = np.zeros((problem.n_effectors, 3))
+        # For the polish: which effectors lie below each active bone (weighted by sqrt(weight)), each
+        # active bone's active ancestors (itself included), and the damping's length scale.
+        index = {bone: j for j, bone in enumerate(self.order)}
+        sqrt_w = np.sqrt(problem.effector_weights)
+        below = np.zeros((len(self.order), problem.n_effectors))
+        above = np.zeros((len(self.order), len(self.order)))
+        for j, bone in enumerate(self.order):
+            i = bone
+            while i >= 0:
+                above[j, index[i]] = 1.0
+                i = int(problem.parents[i])
+        for e, bone in enumerate(problem.effectors.tolist()):
+            i = bone
+            while i >= 0:
+                below[index[i], e] = sqrt_w[e]
+                i = int(problem.parents[i])
+        self.below = below
+        self.above = above
+        self.sqrt_w = sqrt_w
+        self.reach = float(_reach(problem).max())
 
     def placed_now(self) -> dict[int, F64]:
         """Attachment positions of the current pose (from heads and frames)."""
@@ -222,6 +242,52 @@ class _TreeSolver:
             if bone.effector >= 0:
                 self.tails[bone.effector] = placed[-1]
 
+    def polish_turns(self) -> F64:
+        """The damped least-squares step on the rotations of the active bones: ``(n_active, 3)`` turns.
+
+        The multi-effector form of :func:`solvers.loop.polish_turns`: bone ``b`` turns by a small
+        rotation vector ``w_b`` about its head, which moves every effector tail ``e`` below it by
+        ``w_b x r_be``. With the errors and levers weighted by ``sqrt(weight)``, the least-norm damped
+        step is ``w_b = sum_e r_be x y_e`` where ``(J J^T + lambda^2 I) y = error`` is one ``3E x 3E``
+        system. Every active bone turns by the sum of the ``w`` of its active ancestors and itself.
+        """
+        p = self.problem
+        e_count = p.n_effectors
+        heads = self.heads[self.order]
+        levers = (self.tails[None] - heads[:, None]) * self.below[..., None]
+        error = (p.targets - self.tails) * self.sqrt_w[:, None]
+        dots = np.einsum("bei,bfi->ef", levers, levers)
+        outer = np.einsum("bfi,bej->eifj", levers, levers)
+        system = (dots[:, None, :, None] * np.eye(3)[None, :, None, :] - outer).reshape(3 * e_count, 3 * e_count)
+        damping = POLISH_DAMPING * float(np.linalg.norm(error)) * self.reach
+        system[np.diag_indices(3 * e_count)] += damping
+        y = np.linalg.solve(system, error.reshape(-1)).reshape(e_count, 3)
+        return np.asarray(self.above @ cross(levers, np.broadcast_to(y[None], levers.shape)).sum(axis=1))
+
+    def turn(self, turns: F64) -> None:
+        """Turn every active bone rigidly by ``turns`` (its frame, and its attachments about its head), in
+        place; heads follow their parents' attachments, so forks stay rigid and lengths are exact."""
+        rotations = rotvec_matrix(turns)
+        heads = self.heads[self.order]
+        for j, i in enumerate(self.order):
+            bone = self.bones[i]
+            assert bone is not None
+            head = self.heads[i]  # already moved with its parent's attachments
+            self.frames[i] = rotations[j] @ self.frames[i]
+            placed = head + (self.placed[i] - heads[j]) @ rotations[j].T
+            self.placed[i] = placed
+            for k, c in enumerate(bone.children):
+                self.heads[c] = placed[k]
+            if bone.effector >= 0:
+                self.tails[bone.effector] = placed[-1]
+
+    def snapshot(self) -> tuple[F64, F64, dict[int, F64], F64]:
+        """The pose state (to restore a rejected polish step)."""
+        return self.heads.copy(), self.frames.copy(), dict(self.placed), self.tails.copy()
+
+    def restore(self, state: tuple[F64, F64, dict[int, F64], F64]) -> None:
+        self.heads, self.frames, self.placed, self.tails = state[0], state[1], state[2], state[3]
+
     def finish(self) -> tuple[F64, F64, F64]:
         """Frames and heads for every bone (inactive bones follow their parents rigidly), and tails."""
         p = self.problem
@@ -236,6 +302,18 @@ class _TreeSolver:
             self.frames[0] = old[0]
         tails = self.heads + np.einsum("bij,bj->bi", self.frames, p.tail_offsets)
         return self.heads.copy(), self.frames.copy(), tails
+
+
+def _turned_cost(solver: _TreeSolver, turns: F64, limited: bool) -> float:
+    """Turn the tree's active bones by ``turns`` (through the limits when there are any); return the
+    weighted squared residual."""
+    solver.turn(turns)
+    if limited:
+        # The polished pose goes through the limits like any pose.
+        solver.proposals = dict(solver.placed)
+        solver.forward(with_frames=True)
+    residual = norms(solver.tails - solver.problem.targets)
+    return float((solver.problem.effector_weights * residual * residual).sum())
 
 
 def _reach(problem: TreeProblem) -> F64:
@@ -276,8 +354,11 @@ def solve_tree(problem: TreeProblem) -> TreeResult:
     residual = norms(solver.warm_tails() - problem.targets)
     best_cost = float((w * residual * residual).sum())
     progress_cost = best_cost
+    current_cost = best_cost
     stalls = 0
     iterations = 0
+    # As for chains (solvers.loop.iterate): each FABRIK iteration is followed by a damped least-squares
+    # polish step, weighted continuously by how slow the FABRIK step was and how much the polish gains.
     tree_status = CONVERGED if (residual <= problem.tolerance).all() else CAP
     for it in range(1, problem.max_iterations + 1):
         if tree_status == CONVERGED:
@@ -287,6 +368,21 @@ def solve_tree(problem: TreeProblem) -> TreeResult:
         solver.forward(with_frames=limited)
         residual = norms(solver.tails - problem.targets)
         cost = float((w * residual * residual).sum())
+        pace = np.sqrt(cost / current_cost) if current_cost > 0.0 else 0.0
+        size = np.sqrt(cost / w.sum()) / solver.reach  # root-mean-square residual, relative
+        if pace > POLISH_FROM and size < POLISH_FAR and cost > 0.0:
+            saved = solver.snapshot()
+            turns = solver.polish_turns()
+            candidate_cost = _turned_cost(solver, turns, limited)
+            gain = np.sqrt(candidate_cost / cost)
+            weight = float(polish_weights(np.array([pace]), np.array([gain]), np.array([size]))[0])
+            if weight < 1.0:
+                solver.restore(saved)
+                if weight > 0.0:
+                    _turned_cost(solver, turns * weight, limited)
+            residual = norms(solver.tails - problem.targets)
+            cost = float((w * residual * residual).sum())
+        current_cost = cost
         if cost < best_cost:
             best_cost = cost
             best = {i: v.copy() for i, v in solver.placed.items()}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .frames import STRAIGHT, ChainBatch, fallback_bends, forward_sweep
-from .rotations import matvec, normalize, norms, perpendicular_part
+from .rotations import normalize, norms, perpendicular_part
 from .types import CONVERGED, UNREACHABLE, ZERO_LENGTH, ChainProblem, SolveResult
 
 
@@ -45,7 +45,7 @@ def solve_two_bone(problem: ChainProblem) -> SolveResult:
     total = l1 + l2
     distance = norms(targets - root)
     on_root = distance <= ZERO_LENGTH * np.maximum(total, 1.0)
-    chord = normalize(targets - root, matvec(batch.keep_frames[:, 0], batch.directions[:, 0]))
+    chord = normalize(targets - root, batch.keep_directions[:, 0])
 
     # Bend direction, perpendicular to the chord: pole or natural roll (the hints), else the current
     # bend, else (straight chain) the natural bend, which depends on the rest pose only.

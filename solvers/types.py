@@ -12,6 +12,7 @@ own frame, so ``next_joint = head + frame @ offset``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -47,6 +48,10 @@ ROTATION_TOLERANCE: Final = 1e-5
 # An offset shorter than this (relative to the longest one, or absolutely for tiny rigs) cannot define a
 # direction: normalizing it would amplify rounding noise into an arbitrary rotation.
 ZERO_LENGTH: Final = 1e-12
+_EYE: Final = np.eye(3)
+# Up to this many matrices the rotation check takes one stacked matmul (fewest numpy calls); above, six
+# column dot products (faster in bulk).
+_FEW_MATRICES: Final = 64
 
 
 def _describe_chain(name: str, index: tuple[int, ...]) -> str:
@@ -105,6 +110,39 @@ def as_float_array(name: str, value: Any, shape: tuple[int, ...], expected: str)
     return arr
 
 
+def load_arrays(fields: list[tuple[str, Any, tuple[int, ...], str]], describe: Any = _describe_chain) -> list[F64]:
+    """Copy several inputs into one new float64 buffer; return read-only views of it, in field order.
+
+    Each field is ``(name, value, shape, expected)`` as for :func:`as_float_array`, and fields are checked
+    in the order given (the first wrong shape or non-finite value is the one reported). Finiteness is
+    checked once over the whole buffer (one numpy call instead of one per field); only when that fails is
+    the first bad element looked for, to name it in the message.
+    """
+    converted = []
+    for name, value, shape, expected in fields:
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name} must be an array of numbers {expected}: {exc}") from exc
+        if arr.shape != shape:
+            raise ValueError(f"{name} has shape {arr.shape}; expected {expected} = {shape}")
+        converted.append(arr)
+    buffer = np.empty(sum(arr.size for arr in converted))
+    views = []
+    start = 0
+    for arr in converted:
+        view = buffer[start : start + arr.size].reshape(arr.shape)
+        view[...] = arr
+        start += arr.size
+        views.append(view)
+    if not np.isfinite(buffer).all():
+        for (name, _, _, _), view in zip(fields, views, strict=True):
+            check_finite(name, view, describe)
+    for view in views:
+        view.flags.writeable = False
+    return views
+
+
 def check_finite(name: str, arr: F64, describe: Any = _describe_chain) -> None:
     """Raise ``ValueError`` naming the first NaN or infinite element of ``arr``."""
     bad = ~np.isfinite(arr)
@@ -122,8 +160,62 @@ def check_rotations(name: str, arr: F64, describe: Any = _describe_chain) -> F64
     The check is loose (``ROTATION_TOLERANCE``) so float32 data from Blender passes; the returned
     matrices are exact to float64 rounding so that results stay orthonormal.
     """
-    from .rotations import orthonormalize
+    return check_rotation_groups([(name, arr)], describe)[0]
 
+
+def check_rotation_groups(groups: list[tuple[str, F64]], describe: Any = _describe_chain) -> list[F64]:
+    """:func:`check_rotations` for several fields at once (one batched test and orthonormalization).
+
+    The test is cheap: the largest deviation of ``M^T M`` from the identity over all matrices, and the
+    handedness read from the re-orthonormalized frames (whose X is ``Y x Z`` by construction, so a
+    mirrored input has its X column pointing against it). Only when it fails are the per-matrix error and
+    determinant computed, to name the first bad matrix. The orthonormalization (Y kept, Z made
+    perpendicular, X = Y x Z, as :func:`solvers.rotations.orthonormalize`) reuses the dot products of
+    ``M^T M``, which are well conditioned once the test has passed.
+    """
+    from .rotations import cross
+
+    shapes = [arr.shape[:-2] for _, arr in groups]
+    if len(groups) > 1:
+        flat = np.concatenate([arr.reshape(-1, 3, 3) for _, arr in groups])
+    else:
+        flat = groups[0][1].reshape(-1, 3, 3)
+    out = np.empty(flat.shape)
+    if flat.shape[0]:
+        col_x, col_y, col_z = flat[:, :, 0], flat[:, :, 1], flat[:, :, 2]
+        if flat.shape[0] <= _FEW_MATRICES:
+            gram = np.matmul(np.ascontiguousarray(flat.transpose(0, 2, 1)), flat)
+            worst = float(np.abs(gram - _EYE).max())
+            yy, zy, zz = gram[:, 1, 1], gram[:, 2, 1], gram[:, 2, 2]
+        else:
+            # Many matrices: the six column products directly (stacked 3x3 matmul is slow in bulk).
+            xx, yy, zz = (np.einsum("mi,mi->m", c, c) for c in (col_x, col_y, col_z))
+            xy, xz, zy = (np.einsum("mi,mi->m", a, b) for a, b in ((col_x, col_y), (col_x, col_z), (col_z, col_y)))
+            worst = max(float(np.abs(v - 1.0).max()) for v in (xx, yy, zz))
+            worst = max(worst, *(float(np.abs(v).max()) for v in (xy, xz, zy)))
+        if worst > ROTATION_TOLERANCE:
+            for name, arr in groups:
+                _explain_rotations(name, arr, describe)
+        along = zy / yy
+        out[:, :, 1] = col_y / np.sqrt(yy)[:, None]
+        out[:, :, 2] = (col_z - along[:, None] * col_y) / np.sqrt(zz - along * zy)[:, None]
+        out[:, :, 0] = cross(out[:, :, 1], out[:, :, 2])
+        # X . (Y x Z) > 0 for a right-handed input: read it against the output's X = Y x Z.
+        if float(np.einsum("mi,mi->m", col_x, out[:, :, 0]).min()) <= 0.0:
+            for name, arr in groups:
+                _explain_rotations(name, arr, describe)
+    out.flags.writeable = False
+    parts = []
+    start = 0
+    for shape in shapes:
+        count = math.prod(shape)
+        parts.append(out[start : start + count].reshape(*shape, 3, 3))
+        start += count
+    return parts
+
+
+def _explain_rotations(name: str, arr: F64, describe: Any) -> None:
+    """Raise ``ValueError`` naming the first matrix of ``arr`` that is not a rotation (the slow path)."""
     eye = np.eye(3)
     gram = np.einsum("...ji,...jk->...ik", arr, arr)
     err = np.abs(gram - eye).max(axis=(-2, -1)) if arr.size else np.zeros(arr.shape[:-2])
@@ -136,15 +228,17 @@ def check_rotations(name: str, arr: F64, describe: Any = _describe_chain) -> F64
             f"{float(err[index]):.3g}, det {float(det[index]):.6g}): {describe(name, index)}; "
             "remove scale and shear from the matrix before solving"
         )
-    out = orthonormalize(arr)
-    out.flags.writeable = False
-    return out
 
 
 def check_lengths(name: str, offsets: F64, describe: Any = _describe_chain) -> None:
     """Raise ``ValueError`` if any offset is too short to define a direction."""
-    lengths = np.sqrt(np.einsum("...i,...i->...", offsets, offsets))
-    scale = max(1.0, float(lengths.max())) if lengths.size else 1.0
+    if not offsets.size:
+        return
+    squares = np.einsum("...i,...i->...", offsets, offsets)
+    scale = max(1.0, math.sqrt(float(squares.max())))
+    if float(squares.min()) > (ZERO_LENGTH * scale) ** 2:
+        return
+    lengths = np.sqrt(squares)
     bad = lengths <= ZERO_LENGTH * scale
     if bad.any():
         index = tuple(int(i) for i in np.argwhere(bad)[0])
@@ -156,7 +250,7 @@ def check_lengths(name: str, offsets: F64, describe: Any = _describe_chain) -> N
 
 def _check_settings(tolerance: float, max_iterations: int, roll_mode: str) -> tuple[float, int]:
     tol = float(tolerance)
-    if not np.isfinite(tol) or tol <= 0.0:
+    if not math.isfinite(tol) or tol <= 0.0:
         raise ValueError(f"tolerance must be a finite number > 0, got {tolerance!r}")
     if isinstance(max_iterations, bool) or int(max_iterations) != max_iterations or max_iterations < 0:
         raise ValueError(f"max_iterations must be an integer >= 0, got {max_iterations!r}")
@@ -244,25 +338,20 @@ class ChainProblem:
                 f"offsets has shape {offsets_in.shape}; expected (K, N, 3) with N >= 1 bones per chain"
             )
         k, n = int(offsets_in.shape[0]), int(offsets_in.shape[1])
-        offsets = as_float_array("offsets", self.offsets, (k, n, 3), "(K, N, 3)")
-        positions = as_float_array("positions", self.positions, (k, n + 1, 3), "(K, N+1, 3)")
-        frames = as_float_array("frames", self.frames, (k, n, 3, 3), "(K, N, 3, 3)")
-        ref_local = as_float_array("ref_local", self.ref_local, (k, n, 3, 3), "(K, N, 3, 3)")
-        base = as_float_array("base", self.base, (k, 3, 3), "(K, 3, 3)")
-        targets = as_float_array("targets", self.targets, (k, 3), "(K, 3)")
-        for name, arr in (
-            ("positions", positions),
-            ("frames", frames),
-            ("offsets", offsets),
-            ("ref_local", ref_local),
-            ("base", base),
-            ("targets", targets),
-        ):
-            check_finite(name, arr)
+        offsets, positions, frames, ref_local, base, targets = load_arrays(
+            [
+                ("offsets", offsets_in, (k, n, 3), "(K, N, 3)"),
+                ("positions", self.positions, (k, n + 1, 3), "(K, N+1, 3)"),
+                ("frames", self.frames, (k, n, 3, 3), "(K, N, 3, 3)"),
+                ("ref_local", self.ref_local, (k, n, 3, 3), "(K, N, 3, 3)"),
+                ("base", self.base, (k, 3, 3), "(K, 3, 3)"),
+                ("targets", self.targets, (k, 3), "(K, 3)"),
+            ],
+        )
         check_lengths("offsets", offsets)
-        frames = check_rotations("frames", frames)
-        ref_local = check_rotations("ref_local", ref_local)
-        base = check_rotations("base", base)
+        frames, ref_local, base = check_rotation_groups(
+            [("frames", frames), ("ref_local", ref_local), ("base", base)]
+        )
         poles = None
         if self.poles is not None:
             poles = as_float_array("poles", self.poles, (k, 3), "(K, 3)")
@@ -396,12 +485,6 @@ class TreeProblem:
                 )
         parents.flags.writeable = False
         dt = _describe_tree
-        heads = as_float_array("heads", self.heads, (b, 3), "(B, 3)")
-        frames = as_float_array("frames", self.frames, (b, 3, 3), "(B, 3, 3)")
-        head_offsets = as_float_array("head_offsets", self.head_offsets, (b, 3), "(B, 3)")
-        tail_offsets = as_float_array("tail_offsets", self.tail_offsets, (b, 3), "(B, 3)")
-        ref_local = as_float_array("ref_local", self.ref_local, (b, 3, 3), "(B, 3, 3)")
-        base = as_float_array("base", self.base, (3, 3), "(3, 3)")
         effectors_in = np.asarray(self.effectors)
         if effectors_in.ndim != 1 or effectors_in.shape[0] < 1:
             raise ValueError(f"effectors has shape {effectors_in.shape}; expected (E,) with E >= 1")
@@ -415,20 +498,20 @@ class TreeProblem:
         if len(set(effectors.tolist())) != e:
             raise ValueError("effectors lists a bone twice; each bone's tail can have one target")
         effectors.flags.writeable = False
-        targets = as_float_array("targets", self.targets, (e, 3), "(E, 3)")
         weights_in = np.ones(e) if self.weights is None else self.weights
-        weights = as_float_array("weights", weights_in, (e,), "(E,)")
-        for name, arr in (
-            ("heads", heads),
-            ("frames", frames),
-            ("head_offsets", head_offsets),
-            ("tail_offsets", tail_offsets),
-            ("ref_local", ref_local),
-            ("base", base),
-            ("targets", targets),
-            ("weights", weights),
-        ):
-            check_finite(name, arr, dt)
+        heads, frames, head_offsets, tail_offsets, ref_local, base, targets, weights = load_arrays(
+            [
+                ("heads", self.heads, (b, 3), "(B, 3)"),
+                ("frames", self.frames, (b, 3, 3), "(B, 3, 3)"),
+                ("head_offsets", self.head_offsets, (b, 3), "(B, 3)"),
+                ("tail_offsets", self.tail_offsets, (b, 3), "(B, 3)"),
+                ("ref_local", self.ref_local, (b, 3, 3), "(B, 3, 3)"),
+                ("base", self.base, (3, 3), "(3, 3)"),
+                ("targets", self.targets, (e, 3), "(E, 3)"),
+                ("weights", weights_in, (e,), "(E,)"),
+            ],
+            dt,
+        )
         if (weights <= 0).any():
             j = int(np.flatnonzero(weights <= 0)[0])
             raise ValueError(f"weights[{j}] is {weights[j]}: effector {j}; weights must be > 0")
@@ -437,9 +520,10 @@ class TreeProblem:
         if b > 1:
             check_lengths("head_offsets", head_offsets[1:], lambda n, i: f"bone {i[0] + 1}")
         check_lengths("tail_offsets", tail_offsets, dt)
-        frames = check_rotations("frames", frames, dt)
-        ref_local = check_rotations("ref_local", ref_local, dt)
-        base = check_rotations("base", base[None], lambda n, i: "the tree's base frame")[0]
+        frames, ref_local, base = check_rotation_groups(
+            [("frames", frames), ("ref_local", ref_local), ("base", base[None])], dt
+        )
+        base = base[0]
         tol, max_it = _check_settings(self.tolerance, self.max_iterations, self.roll_mode)
         _check_limits(self.limits, 1, b, f"a tree of {b} bones")
         for name, value in (

@@ -259,3 +259,72 @@ def comfortable(rig: Rig, targets: F64, margin: float = 0.03) -> npt.NDArray[np.
     closest = np.maximum(0.0, 2 * lengths.max(axis=1) - total)
     d = np.linalg.norm(targets - rig.root, axis=1)
     return np.asarray((d < total * (1 - margin)) & (d > closest + margin * total))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Rigs shaped like the Blender-tier ones (tests/blender/rigs.py chain_rig, demo/rigs.py chain_bones)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def bone_frame(direction: F64) -> F64:
+    """Blender's rest frame of a bone with roll 0: the minimal rotation taking +Y onto ``direction``."""
+    y = np.array([0.0, 1.0, 0.0])
+    d = np.asarray(direction, dtype=np.float64)
+    d = d / np.linalg.norm(d)
+    axis = np.cross(y, d)
+    s = float(np.linalg.norm(axis))
+    if s < 1e-12:
+        return np.eye(3) if d[1] > 0 else np.diag([1.0, -1.0, -1.0])
+    return np.asarray(axis_angle_matrix((axis / s)[None], np.array([np.arctan2(s, float(d @ y))]))[0])
+
+
+def zigzag_rig(n: int, length: float = 1.0, bend: float = 0.15, k: int = 1) -> Rig:
+    """K copies of a connected chain of n bones along +Z, zig-zagging in X by ``bend * length``, at rest.
+
+    Head ``i+1`` is tail ``i`` = head ``i`` + ``(+-bend * length, 0, length)`` (first bone toward -X), as in
+    ``tests/blender/rigs.py``'s ``chain_rig`` (bend 0.15, length 1) and the demo's ``chain_bones`` (bend
+    0.08, length 0.1). Base is the identity; the pose is the rest pose.
+    """
+    heads = [np.zeros(3)]
+    for i in range(n):
+        heads.append(heads[-1] + np.array([bend * length * (1 if i % 2 else -1), 0.0, length]))
+    joints = np.array(heads)
+    rest = np.array([bone_frame(joints[i + 1] - joints[i]) for i in range(n)])
+    ref_local = np.empty((n, 3, 3))
+    ref_local[0] = rest[0]
+    for i in range(1, n):
+        ref_local[i] = rest[i - 1].T @ rest[i]
+    offsets = np.zeros((n, 3))
+    offsets[:, 1] = np.linalg.norm(np.diff(joints, axis=0), axis=1)
+
+    def tile(a: F64) -> F64:
+        return np.ascontiguousarray(np.broadcast_to(a, (k, *a.shape)))
+
+    return Rig(tile(joints[0]), tile(np.eye(3)), tile(ref_local), tile(offsets), tile(joints), tile(rest))
+
+
+def quaternion_pose(rng: np.random.Generator, shape: tuple[int, ...], spread: float) -> F64:
+    """Local rotations like the Blender tests' ``_reachable_target``: per bone a random axis (normal draw),
+    then an angle uniform in [-spread, spread], drawn in that order bone after bone."""
+    out = np.empty((*shape, 3, 3))
+    for index in np.ndindex(*shape):
+        axis = rng.normal(size=3)
+        angle = rng.uniform(-spread, spread)
+        out[index] = axis_angle_matrix((axis / np.linalg.norm(axis))[None], np.array([angle]))[0]
+    return out
+
+
+def euler_xyz(angles: F64) -> F64:
+    """Blender's XYZ Euler rotation matrices ``Rz @ Ry @ Rx`` of angles ``(..., 3)``."""
+    x, y, z = (axis_angle_matrix(np.broadcast_to(e, (*angles.shape[:-1], 3)), angles[..., i])
+               for i, e in enumerate(np.eye(3)))
+    return np.asarray(z @ y @ x)
+
+
+def wave_pose(n: int, t: float, amplitude: float) -> F64:
+    """``bench/live.py``'s smoothly moving pose at time ``t``: per bone i the XYZ Euler angles
+    ``(a sin(t + 0.7i), a/2 sin(1.3t + i), a cos(0.9t + 0.3i))``, as ``(1, n, 3, 3)`` local rotations."""
+    i = np.arange(n)
+    angles = np.stack([amplitude * np.sin(t + 0.7 * i), 0.5 * amplitude * np.sin(1.3 * t + i),
+                       amplitude * np.cos(0.9 * t + 0.3 * i)], axis=-1)
+    return euler_xyz(angles)[None]

@@ -19,9 +19,12 @@ from solver_fixtures import (
     comfortable,
     limits_from,
     make_rig,
+    quaternion_pose,
     random_rotations,
     reachable_targets,
     same_result,
+    wave_pose,
+    zigzag_rig,
 )
 
 from solvers import (
@@ -34,7 +37,11 @@ from solvers import (
     solve_fabrik,
     solve_two_bone,
 )
+from solvers.ccd import make_ccd_step
+from solvers.fabrik import fabrik_step
+from solvers.frames import ChainBatch
 from solvers.limits import limit_violation
+from solvers.loop import polish, solve_chains
 
 Solver = Callable[[ChainProblem], SolveResult]
 SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
@@ -295,3 +302,175 @@ def test_empty_batch() -> None:
 def test_random_rotations_fixture_is_a_rotation() -> None:
     r = random_rotations(np.random.default_rng(0), (5,))
     assert np.allclose(np.einsum("kji,kjl->kil", r, r), np.eye(3))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Convergence regressions (the Blender tier's rigs, rebuilt here) and the shared polish
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(ITERATIVE))
+def test_blender_chain_rig_reaches_random_poses_within_the_default_cap(name: str) -> None:
+    # tests/blender/rigs.py chain_rig(3) (bones ~1.01 long, zig-zagging in X) under random poses of
+    # up to 0.6 rad per bone: many targets lie next to full extension, where plain FABRIK and CCD crawl.
+    # The Blender test scales the rig 2.5x with a 1e-3 world tolerance: 4e-4 in armature units.
+    rig = zigzag_rig(3)
+    misses = []
+    iterations = []
+    for seed in range(60):
+        goal, _ = rig.pose(quaternion_pose(np.random.default_rng(seed), (1, 3), 0.6))
+        problem = rig.problem(goal[:, -1].copy(), tolerance=4e-4)
+        assert problem.max_iterations == 30, "the default cap"
+        result = ITERATIVE[name](problem)
+        check_result(problem, result)
+        iterations.append(int(result.iterations[0]))
+        if not result.reached[0]:
+            misses.append((seed, float(result.residual[0]), STATUS_NAMES[result.status[0]]))
+    assert not misses, f"{name}: reachable targets missed within 30 iterations (seed, residual, status): {misses}"
+    assert np.mean(iterations) < 8, f"{name}: {np.mean(iterations):.1f} iterations on average (expected a few)"
+
+
+@pytest.mark.parametrize(("name", "n", "length", "amplitude", "tol"), [
+    ("fabrik", 50, 0.1, 0.06, 1e-4),  # bench/live.py's long chain
+    ("fabrik", 3, 0.2, 0.15, 1e-3),  # the character's spine
+    ("ccd", 6, 0.13, 0.15, 1e-3),  # the character's tail
+])
+def test_warm_started_tracking_converges_within_the_default_cap(
+    name: str, n: int, length: float, amplitude: float, tol: float
+) -> None:
+    # Live solving: each call starts from the previous result while the target follows a smoothly moving
+    # pose (reachable by construction). Every call must reach the target within the default cap of 30.
+    rig = zigzag_rig(n, length, 0.08 if n == 50 else 0.2)
+    positions, frames = rig.positions, rig.frames
+    worst = 0
+    for r in range(12):
+        goal, _ = rig.pose(wave_pose(n, 0.35 * r, amplitude))
+        problem = ChainProblem(positions, frames, rig.offsets, rig.ref_local, rig.base, goal[:, -1].copy(),
+                               tolerance=tol)
+        result = ITERATIVE[name](problem)
+        check_result(problem, result)
+        assert result.reached[0], (
+            f"{name}, {n} bones, call {r}: residual {result.residual[0]:.3g} after {result.iterations[0]} "
+            f"iterations ({STATUS_NAMES[result.status[0]]})"
+        )
+        worst = max(worst, int(result.iterations[0]))
+        positions, frames = result.positions, result.frames
+    assert worst <= 10, f"{name}, {n} bones: a warm-started call took {worst} iterations"
+
+
+def test_polish_keeps_lengths_and_root_and_converges_quadratically() -> None:
+    rng = np.random.default_rng(3)
+    rig = make_rig(rng, 20, 7)
+    # Targets near the current tips: the polish should cut a small error to about its square.
+    direction = rng.normal(size=(20, 3))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    targets = rig.positions[:, -1] + 1e-3 * direction
+    batch = ChainBatch.from_problem(rig.problem(targets))
+    polished = polish(batch)
+    assert np.array_equal(polished[:, 0], rig.positions[:, 0]), "the root must not move"
+    seg = np.linalg.norm(np.diff(polished, axis=1), axis=-1)
+    assert np.abs(seg / rig.lengths - 1).max() < 1e-12, "segment lengths must be kept"
+    before = np.linalg.norm(rig.positions[:, -1] - targets, axis=1)
+    after = np.linalg.norm(polished[:, -1] - targets, axis=1)
+    assert (after < 0.05 * before).all(), f"one polish step should cut a 1e-3 error far down; got {after.max():.3g}"
+
+
+def test_s_shaped_chain_is_not_prebent() -> None:
+    # A zig-zag's interior joints lie on both sides of the root-to-tip line: it is bent, not straight, so
+    # the warm start must not get the straight chain's pre-bend (the pose is returned as is with no
+    # iteration allowed).
+    rig = zigzag_rig(4, 1.0, 0.15)
+    targets = rig.positions[:, -1] + np.array([[0.5, 0.2, -1.0]])
+    for solver in ITERATIVE.values():
+        result = solver(rig.problem(targets, max_iterations=0))
+        assert np.allclose(result.positions, rig.positions, atol=1e-12), "the warm start must be untouched"
+
+
+def test_ccd_and_fabrik_iterations_to_1e4() -> None:
+    # Regression bound for the benchmark's FABRIK vs CCD comparison: random comfortable targets, 10 bones.
+    rng = np.random.default_rng(7)
+    rig = make_rig(rng, 100, 10)
+    targets = reachable_targets(rng, rig)
+    ok = comfortable(rig, targets)
+    problem = rig.problem(targets[ok], tolerance=1e-4, max_iterations=200)
+    problem = replace(problem, **{f: getattr(problem, f)[ok] for f in ("positions", "frames", "offsets",
+                                                                       "ref_local", "base")})
+    for name, solver in ITERATIVE.items():
+        result = solver(problem)
+        assert result.reached.all(), f"{name}: every comfortable target must be reached"
+        assert result.iterations.mean() < 8, f"{name}: {result.iterations.mean():.1f} iterations on average"
+
+
+@pytest.mark.parametrize("name", sorted(ITERATIVE))
+def test_solve_is_continuous_in_the_target(name: str) -> None:
+    # A bake solves every frame of a smooth motion and, so that redundant chains do not jitter, runs all
+    # frames for the same number of iterations (rig/solve.py's _solve_smooth: a second solve with a
+    # tolerance no frame reaches and the first solve's most iterations). The result must then move
+    # smoothly with the target: the polish is weighted continuously, never switched on and off.
+    n, frames = 6, 120
+    rig = zigzag_rig(n, 0.2, 0.15)
+    goals = np.concatenate([rig.pose(wave_pose(n, 0.02 * f, 0.25))[0][:, -1] for f in range(frames)])
+
+    def tile(a: np.ndarray) -> np.ndarray:
+        return np.repeat(a, frames, axis=0)
+
+    problem = ChainProblem(tile(rig.positions), tile(rig.frames), tile(rig.offsets), tile(rig.ref_local),
+                           tile(rig.base), goals)
+    most = int(ITERATIVE[name](problem).iterations.max())
+    exhaust = replace(problem, tolerance=1e-12, max_iterations=most)
+    result = ITERATIVE[name](exhaust)
+    check_result(exhaust, result)
+    joints = result.positions[:, 1:-1]
+    step = np.linalg.norm(np.diff(joints, axis=0), axis=-1).max(axis=1)
+    bend = np.linalg.norm(np.diff(joints, 2, axis=0), axis=-1).max(axis=1)
+    worst = int(np.argmax(bend))
+    assert bend.max() < 0.3 * np.median(step), (
+        f"{name}: the pose jumps between frames {worst} and {worst + 2} ({bend.max():.3g} against a typical "
+        f"step of {np.median(step):.3g})"
+    )
+
+
+def test_polish_keeps_each_solvers_own_solution() -> None:
+    # The polish finishes a solve; it must not change which solution a redundant chain settles on. On
+    # random targets the polished FABRIK and CCD poses stay close to the poses each solver reaches on its
+    # own (run without the polish, to a tight tolerance), far closer than FABRIK's and CCD's poses are to
+    # each other.
+    rng = np.random.default_rng(7)
+    rig = make_rig(rng, 120, 6)
+    targets = reachable_targets(rng, rig)
+    problem = rig.problem(targets, tolerance=1e-6, max_iterations=5000)
+    steps = {"fabrik": (fabrik_step, 0.01), "ccd": (make_ccd_step(None), 0.1)}
+    plain = {}
+    for name, (step, bound) in steps.items():
+        plain[name] = solve_chains(problem, step, track_frames=False, polished=False)
+        polished = ITERATIVE[name](problem)
+        rows = plain[name].reached & polished.reached
+        assert rows.mean() > 0.9, f"{name}: most targets must be reached both ways"
+        deviation = np.linalg.norm(polished.positions[rows] - plain[name].positions[rows], axis=-1).max(axis=1)
+        deviation /= rig.lengths[rows].sum(axis=1)
+        assert np.percentile(deviation, 90) < bound, (
+            f"{name}: the polished poses moved {np.percentile(deviation, 90):.3g} of the chain length (90th "
+            f"percentile) from the solver's own"
+        )
+    rows = plain["fabrik"].reached & plain["ccd"].reached
+    apart = np.linalg.norm(plain["fabrik"].positions[rows] - plain["ccd"].positions[rows], axis=-1).max(axis=1)
+    assert np.median(apart / rig.lengths[rows].sum(axis=1)) > 0.1, "FABRIK and CCD settle on different poses"
+
+
+@pytest.mark.parametrize("name", sorted(ITERATIVE))
+def test_target_on_a_joint_takes_the_careful_path(name: str) -> None:
+    # The target sits exactly on the last bone's head: FABRIK's backward pass lands that joint on its
+    # successor (no direction), which the fast pass detects and redoes with explicit fallbacks.
+    heads = np.array([[[0.0, 0, 0], [1, 0, 0], [1, 1, 0], [2, 1, 0]]])
+    rig = Rig(heads[:, 0], np.eye(3)[None], np.eye(3)[None, None].repeat(3, axis=1),
+              np.array([[[0.0, 1, 0]] * 3]), heads, np.zeros((1, 3, 3, 3)))
+    z = np.array([0.0, 0.0, 1.0])
+    for i in range(3):
+        y = heads[0, i + 1] - heads[0, i]
+        rig.frames[0, i] = np.stack([np.cross(y, z), y, z], axis=1)
+    rig.ref_local = np.einsum("knji,knjl->knil", np.concatenate([rig.base[:, None], rig.frames[:, :-1]], axis=1),
+                              rig.frames)
+    problem = rig.problem(heads[:, 2].copy(), tolerance=1e-6, max_iterations=100)
+    result = ITERATIVE[name](problem)
+    check_result(problem, result)
+    assert result.reached.all(), f"{name}: residual {result.residual}"

@@ -7,8 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from solvers.rotations import (
+    NEAR_OPPOSITE,
     any_perpendicular,
     axis_angle_matrix,
+    cross,
     fit_rotation,
     matrix_to_quaternion,
     minimal_rotation,
@@ -17,6 +19,8 @@ from solvers.rotations import (
     orthonormalize,
     quaternion_to_matrix,
     rotation_between,
+    rotvec_matrix,
+    skew,
 )
 
 SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
@@ -126,3 +130,51 @@ def test_any_perpendicular() -> None:
     p = any_perpendicular(v)
     assert np.allclose(np.linalg.norm(p, axis=1), 1.0), "unit vectors"
     assert np.allclose(np.einsum("mi,mi->m", p, v), 0.0), "perpendicular"
+
+
+@settings(derandomize=True, max_examples=20, deadline=None)
+@given(SEEDS)
+def test_cross_is_numpy_cross_bit_for_bit(seed: int) -> None:
+    # Both code paths (few vectors: one gather; many: strided products) must equal np.cross exactly.
+    rng = np.random.default_rng(seed)
+    for shape in ((1, 3), (7, 3), (2, 5, 3), (500, 3), (40, 9, 3)):
+        a, b = rng.normal(size=shape), rng.normal(size=shape) * 1e3
+        assert np.array_equal(cross(a, b), np.cross(a, b)), f"cross differs from np.cross for shape {shape}"
+    a = rng.normal(size=(6, 3))
+    assert np.array_equal(cross(a, a[:1]), np.cross(a, a[:1])), "broadcasting"
+    v, w = rng.normal(size=(9, 3)), rng.normal(size=(9, 3))
+    assert np.allclose(np.einsum("mij,mj->mi", skew(v), w), np.cross(v, w)), "skew(v) @ w == v x w"
+
+
+@settings(derandomize=True, max_examples=20, deadline=None)
+@given(SEEDS)
+def test_rotvec_matrix(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    axis = unit(rng, 30)
+    angle = rng.uniform(0, 3, 30)
+    angle[:3] = [0.0, 1e-12, np.pi]
+    r = rotvec_matrix(axis * angle[:, None])
+    assert_rotations(r, "rotvec_matrix")
+    assert np.allclose(r, axis_angle_matrix(axis, angle), atol=1e-14), "same as axis and angle"
+    assert np.array_equal(rotvec_matrix(np.zeros((1, 3)))[0], np.eye(3)), "a zero vector is the identity"
+
+
+@settings(derandomize=True, max_examples=20, deadline=None)
+@given(SEEDS)
+def test_rotation_between_fast_and_general_paths_agree(seed: int) -> None:
+    # The common case skips trigonometry (minimal rotation by two reflections); rows that need the
+    # general path (a zero vector, an opposite pair, a cap) send the whole batch there. Both must agree.
+    rng = np.random.default_rng(seed)
+    a, b = rng.normal(size=(30, 3)), rng.normal(size=(30, 3)) * 2.0
+    fast = rotation_between(a, b)
+    with_zero = rotation_between(np.concatenate([a, np.zeros((1, 3))]), np.concatenate([b, b[:1]]))
+    assert np.allclose(fast, with_zero[:-1], atol=1e-12), "fast and general paths must agree"
+    capped = rotation_between(a, b, max_angle=10.0)  # a cap that never binds: still the fast path
+    assert np.allclose(fast, capped, atol=1e-15)
+    # Just outside the near-opposite threshold the minimal rotation still maps a onto b.
+    a1 = unit(rng, 20)
+    b1 = -a1 + 1.5 * NEAR_OPPOSITE * any_perpendicular(a1)
+    b1 /= np.linalg.norm(b1, axis=1, keepdims=True)
+    r = minimal_rotation(a1, b1)
+    assert_rotations(r, "minimal_rotation near opposite")
+    assert np.abs(np.einsum("mij,mj->mi", r, a1) - b1).max() < 1e-10, "R @ a must equal b near opposite"

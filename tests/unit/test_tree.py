@@ -127,3 +127,20 @@ def test_tree_honours_limits() -> None:
     active = [i for i in range(b)]  # every bone here has an effector below it
     assert cone_v[active].max() < 1e-9, f"cone limits violated by {cone_v.max():.3g}"
     assert twist_v[active].max() < 1e-9, f"twist limits violated by {twist_v.max():.3g}"
+
+
+@pytest.mark.parametrize("name", sorted(TREES))
+def test_trees_converge_within_the_default_cap(name: str) -> None:
+    # Multi-effector FABRIK finishes with the damped least-squares polish once it slows down: random
+    # reachable poses of the hand (forks above forks, an offset fork) reach 1e-3 within the default 30.
+    rng = np.random.default_rng(5)
+    rig = make_tree(rng, **TREES[name])  # type: ignore[arg-type]
+    iterations = []
+    for _ in range(15):
+        problem = rig.problem(posed_targets(rng, rig), tolerance=1e-3)
+        assert problem.max_iterations == 30, "the default cap"
+        result = solve_tree(problem)
+        check_tree(problem, result)
+        assert result.reached.all(), f"{name}: residuals {result.residual} after {result.iterations} iterations"
+        iterations.append(result.iterations)
+    assert np.median(iterations) <= 12, f"{name}: median {np.median(iterations)} iterations"

@@ -126,3 +126,31 @@ def test_tree_validation() -> None:
     tails[3] = 0.0
     with pytest.raises(ValueError, match=re.escape("tail_offsets[3] has zero length: bone 3")):
         replace(rig.problem(targets), tail_offsets=tails)
+
+
+@pytest.mark.parametrize("k", [2, 40])  # few matrices (one stacked product) and many (column dot products)
+def test_rotation_check_names_the_first_bad_matrix(k: int) -> None:
+    p = problem(k=k)
+    ref_local = p.ref_local.copy()
+    ref_local[k - 1, 1] *= 1.001  # scaled: not orthonormal
+    with pytest.raises(ValueError, match=re.escape(f"ref_local[{k - 1}, 1] is not a rotation")):
+        replace(p, ref_local=ref_local)
+    base = p.base.copy()
+    base[k - 1, :, 2] *= -1  # mirrored
+    with pytest.raises(ValueError, match=re.escape(f"base[{k - 1}] is not a rotation") + ".*det -1"):
+        replace(p, base=base)
+    ok = replace(p, frames=p.frames + 1e-7)  # float32-like noise passes and is cleaned up
+    err = np.abs(np.einsum("knji,knjl->knil", ok.frames, ok.frames) - np.eye(3)).max()
+    assert err < 1e-14, "frames are re-orthonormalized to float64 accuracy"
+    y = (p.frames + 1e-7)[..., :, 1]
+    y = y / np.linalg.norm(y, axis=-1, keepdims=True)
+    assert np.allclose(ok.frames[..., :, 1], y, atol=1e-15), "re-orthonormalization keeps the Y axis"
+
+
+def test_first_non_finite_field_is_reported_in_field_order() -> None:
+    p = problem()
+    positions, targets = np.array(p.positions), np.array(p.targets)
+    positions[1, 2, 0] = np.nan
+    targets[0, 0] = np.inf
+    with pytest.raises(ValueError, match=re.escape("positions[1, 2, 0] is nan: joint 2 of chain 1")):
+        replace(p, positions=positions, targets=targets)
