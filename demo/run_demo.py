@@ -278,37 +278,22 @@ def gui_screenshot(blend: Path, out_png: Path) -> str:
             capture_output=True,
             cwd=ROOT,
         )
-        setup = Path(tmp) / "setup.py"
-        setup.write_text(GUI_SETUP)
+        # tools/gui_setup.py (shared with the e2e GUI test) opens the Reach IK tab on the tentacle in Pose Mode.
+        options = {
+            "armature": "Tentacle", "bone": "seg.004", "frame": 50,
+            "view": {"location": [-0.2, 0.0, 1.0], "distance": 7.5},
+        }
         tmp_png = Path(tmp) / "shot.png"
-        proc = subprocess.run(
-            [str(shot), str(tmp_png), "--size", "1600x900", "--wait", "5", "--", str(blend), "--python", str(setup)],
-            env=env,
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-        )
+        args = [
+            str(shot), str(tmp_png), "--size", "1600x900", "--wait", "6", "--", str(blend),
+            "--enable-event-simulate", "--python-expr", f"import builtins; builtins.REACH_GUI = {options!r}",
+            "--python", str(ROOT / "tools" / "gui_setup.py"),
+        ]
+        proc = subprocess.run(args, env=env, capture_output=True, text=True, cwd=ROOT)
         if proc.returncode != 0 or not tmp_png.exists():
             return f"failed: {proc.stderr[-500:]}"
         shutil.copyfile(tmp_png, out_png)
     return str(out_png)
-
-
-GUI_SETUP = r"""
-import bpy
-scene = bpy.context.scene
-scene.frame_set(50)
-for area in bpy.context.screen.areas:
-    if area.type == "VIEW_3D":
-        space = area.spaces.active
-        space.shading.type = "SOLID"
-        space.overlay.show_floor = True
-        space.show_region_ui = True
-        region = next(r for r in area.regions if r.type == "WINDOW")
-        with bpy.context.temp_override(area=area, region=region):
-            bpy.ops.view3d.view_all(center=False)
-        break
-"""
 
 
 def main() -> int:

@@ -10,6 +10,8 @@ them), sets joint limits on the left arm and leg, poses the character by moving 
 a dict set first with ``--python-expr "import builtins; builtins.REACH_GUI = {...}"``: ``"info": PATH``
 writes the window and region rectangles and some checks as JSON to PATH (for the test to crop and inspect
 the screenshot); ``"mode": "overlay"`` hides the sidebar and frames the rig closer (docs/overlay.png).
+``"armature": NAME`` uses the opened file instead of building a character (the demo's screenshot), with
+``"bone"`` (the active pose bone), ``"frame"`` and ``"view"`` (``{"location": [x, y, z], "distance": d}``).
 Switching the sidebar tab simulates clicks, so start Blender with ``--enable-event-simulate``.
 """
 
@@ -152,7 +154,12 @@ def arrange_ui() -> None:
     space.shading.type = "SOLID"
     r3d = space.region_3d
     r3d.view_perspective = "PERSP"
-    if overlay_mode:
+    view = OPTIONS.get("view")
+    if isinstance(view, dict):
+        r3d.view_rotation = Euler((math.radians(72.0), 0.0, math.radians(-28.0))).to_quaternion()
+        r3d.view_location = Vector(view["location"])
+        r3d.view_distance = float(view["distance"])
+    elif overlay_mode:
         r3d.view_rotation = Euler((math.radians(80.0), 0.0, math.radians(-38.0))).to_quaternion()
         r3d.view_location = Vector((0.1, 0.0, 1.0))
         r3d.view_distance = 2.35
@@ -285,10 +292,19 @@ def _later_info() -> None:
 
 def main() -> None:
     bpy.context.preferences.view.show_splash = False
-    for ob in list(bpy.data.objects):
-        bpy.data.objects.remove(ob)
-    obj = build_character()
-    rig_it(obj)
+    name = OPTIONS.get("armature")
+    if isinstance(name, str):
+        bpy.context.scene.frame_set(int(OPTIONS.get("frame", bpy.context.scene.frame_current)))  # type: ignore[call-overload]
+        obj = bpy.data.objects[name]
+        bpy.context.view_layer.objects.active = obj
+        obj.select_set(True)
+        bpy.ops.object.mode_set(mode="POSE")
+        select_bones(obj, str(OPTIONS["bone"]))
+    else:
+        for ob in list(bpy.data.objects):
+            bpy.data.objects.remove(ob)
+        obj = build_character()
+        rig_it(obj)
     STATE["ok"] = True
     # UI layout needs the window to exist and have drawn once: do it from timers.
     bpy.app.timers.register(_later_ui, first_interval=0.5)
