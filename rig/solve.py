@@ -318,8 +318,12 @@ class _Space:
         return rot
 
 
-def _chain_arrays(work: _Work, rows: list[list[int]], start_rest: bool) -> tuple[F64, ...]:
-    """positions, frames, offsets, ref_local, base for F x K chains of N bones (root first), frame-major."""
+def _chain_arrays(work: _Work, rows: list[list[int]]) -> tuple[F64, ...]:
+    """positions, frames, offsets, ref_local, base for F x K chains of N bones (root first), frame-major.
+
+    With Start From 'Rest' the working pose already holds the chain at rest under its parent
+    (`rest_start_pose`, then `_Work.propagate` for chains below chains), so no case is needed here.
+    """
     sk = work.sk
     idx = np.asarray(rows, dtype=np.int64)  # (K, N)
     f = work.matrices.shape[0]
@@ -332,14 +336,6 @@ def _chain_arrays(work: _Work, rows: list[list[int]], start_rest: bool) -> tuple
     offsets = np.einsum("knji,knj->kni", frames, deltas)  # F^T @ delta: the current offsets
     ref_local = np.tile(sk.rest_rel[idx], (f, 1, 1, 1))
     base = work.parent_rot(idx[:, 0].tolist()).reshape(f * k, 3, 3)
-    if start_rest:
-        # Deterministic start: the rest pose hung from the current parent, with the current offsets.
-        frames = frames.copy()
-        fr = base
-        for i in range(n):
-            fr = fr @ ref_local[:, i]
-            frames[:, i] = fr
-            positions[:, i + 1] = positions[:, i] + np.einsum("kij,kj->ki", fr, offsets[:, i])
     return positions, frames, offsets, ref_local, base
 
 
@@ -413,7 +409,7 @@ def _solve_batch(
     result: SolveResult | None = None
     if rows[0]:
         n = len(rows[0])
-        positions, frames, offsets, ref_local, base = _chain_arrays(work, rows, settings.start_from == "REST")
+        positions, frames, offsets, ref_local, base = _chain_arrays(work, rows)
         has_pole = any(c.pole is not None for c in chains)
         problem = ChainProblem(
             positions=positions,
@@ -484,14 +480,6 @@ def _solve_tree(
         head_offsets[has_parent] = np.einsum("bji,bj->bi", frames[par], heads[has_parent] - heads[par])
         tail_offsets = np.einsum("bji,bj->bi", frames, all_tails[fi] - heads)
         base = base_all[fi]
-        if settings.start_from == "REST":
-            fr = np.empty_like(frames)
-            h = heads.copy()
-            for i in range(len(bones)):
-                fr[i] = (base if parents[i] < 0 else fr[parents[i]]) @ ref_local[i]
-                if parents[i] >= 0:
-                    h[i] = h[parents[i]] + fr[parents[i]] @ head_offsets[i]
-            frames, heads = fr, h
         problem = TreeProblem(
             parents=parents,
             heads=heads,

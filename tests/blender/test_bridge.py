@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import bpy
+import bpy_session
 import numpy as np
 import pytest
 import rigs
@@ -284,3 +285,22 @@ def test_live_survives_file_load(tmp_path: object) -> None:
     target.location = (-0.4, 0.5, 2.2)
     rigs.update()
     assert _dist(rigs.world_tail(rig, "b2"), target.location) <= TOL, "live solving goes on after loading a file"
+
+
+@pytest.mark.parametrize("solver,n", [("FABRIK", 4), ("CCD", 4)])
+def test_rest_start_ignores_the_current_pose(solver: str, n: int) -> None:
+    """Start From 'Rest': the result depends on the targets only, not on how the chain is posed now."""
+    solve = bpy_session.submodule("rig.solve")
+    results = []
+    for angle in (0.0, 0.8):
+        bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
+        rig = rigs.chain_rig(n)
+        rig.reach_ik.live = False
+        rig.reach_ik.start_from = "REST"
+        for pb in rig.pose.bones:
+            pb.rotation_quaternion = Quaternion((0.3, 1.0, 0.2), angle)
+        rigs.add_chain(rig, f"b{n - 1}", n, rigs.empty("T", (1.2, 0.4, 2.6)), solver=solver)
+        rigs.update()
+        solve.solve_rig(rig)
+        results.append([tuple(pb.rotation_quaternion) for pb in rig.pose.bones])
+    assert results[0] == results[1], "a REST start must not depend on the pose the chain had"
