@@ -2,19 +2,20 @@
 
 One iteration walks from the tip bone to the root; at each joint it rotates the rest of the chain about
 the joint's head so that the end effector points at the target, optionally by at most ``max_angle`` per
-step (damping, against flips on long chains). With limits, each joint's new frame is clamped right away
-by :func:`~solvers.frames.limit_frames` (the same call the forward sweep makes) and the bones below turn
-with the clamped frame, so their own frames relative to their parents, hence their limits, are unchanged.
-The loop, reach check, poles and final frames are the shared loop's, as for FABRIK.
+step (damping, against flips on long chains). With limits, each joint's new frame is rolled by the roll mode
+(:func:`~solvers.frames.aim_frames`) and clamped right away by :func:`~solvers.frames.limit_frames` (the
+same calls the forward sweep makes), and the bones below turn with the clamped frame, so their own frames
+relative to their parents, hence their limits, are unchanged; the loop then keeps these frames for the
+result. The loop, reach check, restarts, poles and final frames are the shared loop's, as for FABRIK.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .frames import ChainBatch, limit_frames
+from .frames import ChainBatch, aim_frames, frame_positions, limit_frames
 from .loop import Step, solve_chains
-from .rotations import matmul, rotation_between
+from .rotations import matmul, matvec, orthonormalize, rotation_between
 from .types import ChainProblem, SolveResult
 
 
@@ -33,7 +34,16 @@ def make_ccd_step(max_angle: float | None = None) -> Step:
                 parent = batch.base if j == 0 else frames[:, j - 1]
                 ref = matmul(parent, batch.ref_local[:, j])
                 old = frames[:, j]
-                new = limit_frames(ref, matmul(rot, old), batch.limits, j)
+                # The turned bone is rolled by the roll mode, as the forward sweep would roll it, then
+                # clamped: turning the frame itself would leave twist that the roll mode never makes
+                # (turning the child's cone; with the sweep's frames the tip then missed the target).
+                # Re-orthonormalized: ``rot`` below is built from this frame, so rounding left in it
+                # would pass to every bone below at each step and could double from one iteration to the
+                # next (frames drifted off rotations and off their positions by 1e-4 within 50 steps).
+                local_dir = batch.directions[:, j]
+                turned = matvec(rot, matvec(old, local_dir))
+                rolled = aim_frames(turned, local_dir, batch.keep_frames[:, j], ref, batch.roll_mode)
+                new = orthonormalize(limit_frames(ref, rolled, batch.limits, j))
                 # The rotation actually applied is the clamped one; the bones below follow it rigidly.
                 rot = matmul(new, np.swapaxes(old, -1, -2))
                 frames[:, j + 1 :] = np.matmul(rot[:, None], frames[:, j + 1 :])
@@ -41,6 +51,9 @@ def make_ccd_step(max_angle: float | None = None) -> Step:
             rel = p[:, j + 1 :] - head[:, None]
             # Row vectors times R^T: every joint below turns about the head at once.
             np.add(head[:, None], np.matmul(rel, rot.transpose(0, 2, 1)), out=p[:, j + 1 :])
+        if limited and frames is not None:
+            # The joints exactly where the frames put them (the pose the result's frames describe).
+            p[:] = frame_positions(batch, frames)
 
     return step
 

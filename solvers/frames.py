@@ -361,6 +361,16 @@ def _independent_sweep(batch: ChainBatch, aims: F64) -> tuple[F64, F64]:
     return positions, frames
 
 
+def frame_positions(batch: ChainBatch, frames: F64) -> F64:
+    """Joint positions ``(A, N+1, 3)`` that ``frames`` give the chains, joint after joint from the root:
+    ``positions[i+1] == positions[i] + frames[i] @ offsets[i]`` exactly, as in :func:`forward_sweep`."""
+    steps = np.empty((batch.size, batch.n_bones + 1, 3))
+    steps[:, 0] = batch.root
+    steps[:, 1:] = matvec(frames, batch.offsets)
+    positions: F64 = np.add.accumulate(steps, axis=1)
+    return positions
+
+
 def rest_pose(batch: ChainBatch) -> tuple[F64, F64]:
     """Joint positions and frames of the rest pose carried by the current base, from the current root."""
     a, n = batch.size, batch.n_bones

@@ -55,6 +55,7 @@ class _Bone:
     local: F64  # (P, 3) attachment offsets in the bone's frame: children first, then the tail
     weights: F64  # (P,) weight of each attachment
     fork: bool  # rigid fit (offsets in different directions) or aim
+    pivot: bool  # every attachment sits on the head (zero offsets): no lever, the bone only carries them
     aim_offset: F64  # (3,) weighted mean offset (aim bones)
     aim_dir: F64  # (3,) its unit direction
     aim_length: float  # its length
@@ -89,18 +90,24 @@ def _topology(problem: TreeProblem) -> tuple[list[_Bone | None], list[list[int]]
             w.append(float(problem.effector_weights[effector_of[i]]))
         loc = np.array(local, dtype=np.float64)
         wts = np.array(w, dtype=np.float64)
-        units = loc / norms(loc)[:, None]
-        fork = bool((units @ units[0] < 1.0 - SAME_DIRECTION).any())
+        # A child whose head sits on this bone's head (a zero head offset, like Rigify's face on
+        # spine.006) has no direction and no lever: it takes no part in choosing the aim or the fork.
+        lever = norms(loc) > 0.0
+        units = loc[lever] / norms(loc[lever])[:, None]
+        pivot = not bool(lever.any())
+        fork = not pivot and bool((units @ units[0] < 1.0 - SAME_DIRECTION).any())
         mean = (wts[:, None] * loc).sum(axis=0) / wts.sum()
+        mean_length = float(np.linalg.norm(mean))
         bones[i] = _Bone(
             children=act,
             effector=effector_of[i],
             local=loc,
             weights=wts,
             fork=fork,
+            pivot=pivot,
             aim_offset=mean,
-            aim_dir=mean / np.linalg.norm(mean),
-            aim_length=float(np.linalg.norm(mean)),
+            aim_dir=mean / mean_length if mean_length > 0.0 else np.array([0.0, 1.0, 0.0]),
+            aim_length=mean_length,
             total_weight=float(wts.sum()),
         )
     return bones, children, weight
@@ -178,7 +185,10 @@ class _TreeSolver:
             self.proposals[i] = pts
             if i == 0:
                 continue
-            if not bone.fork:
+            if bone.pivot:
+                # Its attachments are its head: the head goes where they are proposed.
+                back_heads[i] = (bone.weights[:, None] * pts).sum(axis=0) / bone.total_weight
+            elif not bone.fork:
                 centroid = (bone.weights[:, None] * pts).sum(axis=0) / bone.total_weight
                 d = self.heads[i] - centroid
                 n = float(np.linalg.norm(d))
@@ -217,7 +227,14 @@ class _TreeSolver:
             if with_frames:
                 parent = p.base if i == 0 else self.frames[p.parents[i]]
                 ref = parent @ p.ref_local[i]
-            if bone.fork:
+            if bone.pivot:
+                # Nothing to aim: the bone keeps its frame (limited), its attachments stay on its head.
+                frame = self.frames[i][None]
+                if ref is not None:
+                    frame = limit_frames(ref[None], frame, self.limits, i)
+                self.frames[i] = frame[0]
+                placed = head + bone.local @ frame[0].T
+            elif bone.fork:
                 prior = PRIOR_WEIGHT * bone.total_weight * self.scale**2
                 frame = fit_rotation(bone.local[None], (pts - head)[None], bone.weights[None],
                                      self.frames[i][None], prior)

@@ -433,7 +433,8 @@ class TreeProblem:
         ``(B, 3, 3)`` current bone frames (columns X, Y, Z).
     head_offsets
         ``(B, 3)`` head of bone b relative to its parent's head, in the parent's frame (row 0 unused).
-        For a connected bone this is the parent's ``(0, length, 0)``.
+        For a connected bone this is the parent's ``(0, length, 0)``. It may be zero (a head on its
+        parent's head, like Rigify's face on spine.006).
     tail_offsets
         ``(B, 3)`` tail of each bone relative to its head in its own frame (Blender: ``(0, length, 0)``).
     ref_local
@@ -515,10 +516,9 @@ class TreeProblem:
         if (weights <= 0).any():
             j = int(np.flatnonzero(weights <= 0)[0])
             raise ValueError(f"weights[{j}] is {weights[j]}: effector {j}; weights must be > 0")
-        # A zero head offset would pin a child to its parent's head, where the parent's rotation cannot
-        # move it; a zero tail offset on an effector could never be aimed at its target.
-        if b > 1:
-            check_lengths("head_offsets", head_offsets[1:], lambda n, i: f"bone {i[0] + 1}")
+        # A zero head offset is allowed: the child's head sits on its parent's head (Rigify's face on
+        # spine.006) and gives the parent no lever. A zero tail offset on an effector could never be
+        # aimed at its target.
         check_lengths("tail_offsets", tail_offsets, dt)
         frames, ref_local, base = check_rotation_groups(
             [("frames", frames), ("ref_local", ref_local), ("base", base[None])], dt

@@ -236,18 +236,19 @@ def test_solvers_respect_limits(
         )
 
 
-REACH_FLOOR = {"FABRIK": 0.15, "CCD": 0.05}
+REACH_FLOOR = {"FABRIK": 0.86, "CCD": 0.87}  # measured (seeded): FABRIK 88-99.5 %, CCD 89.5-100 % per group
 
 
-@pytest.mark.parametrize(("name", "solver", "floor"), [("FABRIK", solve_fabrik, 0.75), ("CCD", solve_ccd, 0.1)])
+@pytest.mark.parametrize(("name", "solver", "floor"), [("FABRIK", solve_fabrik, 0.98), ("CCD", solve_ccd, 0.99)])
 def test_reach_with_moderate_limits(name: str, solver: Any, floor: float) -> None:
     """Moderate cones (17-86 degree sides) and twist +-0.5 rad on every bone, 'REST' roll, targets from
     twist-free poses inside the limits (so inside the family of poses the solver explores).
 
-    Measured (seeded): FABRIK reaches ~83-93 % of them, CCD ~80 % of 2-bone chains but ~17 % of 8-bone
-    chains. CCD's own loop gets ~70 % of the 8-bone chains within tolerance; the final forward sweep that
-    rebuilds the frames from positions with the roll mode (solvers/loop.py) re-rolls the bones and so turns
-    their children's cones, which moves the tip off the target. Reported to the solver side.
+    Measured (seeded, N=2, 4, 8): FABRIK 99.3, 99.3, 99.7 %; CCD 100, 100, 100 %. Before the fixes in
+    solvers/loop.py and solvers/ccd.py (CCD's tracked frames kept, and rolled by the roll mode; restarts
+    from the rest pose and from straight toward the target for chains that stall short) FABRIK reached
+    93-99 % and CCD 79-89 %: the final sweep rebuilt CCD's frames from positions with the roll mode,
+    re-rolling each bone and turning its child's cone, which moved the tip off the target.
     """
     fractions = []
     for n in (2, 4, 8):
@@ -303,3 +304,51 @@ def test_trees_respect_limits() -> None:
         worst_t = max(worst_t, float(tv.max()))
     assert worst_c <= MAX_VIOLATION, f"tree output frames violate a cone by {worst_c:.3g} rad"
     assert worst_t <= MAX_VIOLATION, f"tree output frames violate a twist range by {worst_t:.3g} rad"
+
+
+@pytest.mark.parametrize("solver", [solve_ccd, solve_fabrik])
+def test_result_keeps_what_the_loop_reached(solver: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With limits, the result's tip is where the loop's best pose put it: the final frames must not be
+    rebuilt from positions with the roll mode, which re-rolls each bone, turns its child's cone and moved
+    CCD's tip off the target (8-bone chains, moderate cones: the loop reached 99 %, the result 79 %)."""
+    import solvers.loop as loop
+
+    seen: list[tuple[Any, Any]] = []
+    restart = loop.restart_from_rest  # the loop's last word: the best pose of the solve and its restart
+
+    def spy(batch: Any, *args: Any, **kwargs: Any) -> Any:
+        outcome = restart(batch, *args, **kwargs)
+        seen.append((batch, outcome))
+        return outcome
+
+    monkeypatch.setattr(loop, "restart_from_rest", spy)
+    rng = np.random.default_rng(508)
+    k, n = 200, 8
+    rig = make_rig(rng, k, n, connected=True, bend=0.8)
+    limits = JointLimits(
+        cone=rng.uniform(0.3, 1.5, size=(k, n, 4)),
+        use_cone=np.ones((k, n), dtype=bool),
+        twist=np.tile([-0.5, 0.5], (k, n, 1)),
+        use_twist=np.ones((k, n), dtype=bool),
+    )
+    targets, _ = fk(rig.root, rig.base, rig.ref_local, allowed_local(rng, limits, twist=False), rig.offsets)
+    start = allowed_local(rng, limits, twist=False)
+    rig.positions, rig.frames = fk(rig.root, rig.base, rig.ref_local, start, rig.offsets)
+    problem = rig.problem(targets[:, -1].copy(), limits=limits, roll_mode="REST", max_iterations=100)
+    result = solver(problem)
+    assert len(seen) == 1 and seen[0][0].size == k, "every chain should have gone through the loop"
+    batch, outcome = seen[0]
+    loop_residual = np.linalg.norm(outcome.positions[:, -1] - batch.targets, axis=1)
+    # Independently: the tip by forward kinematics of the returned frames.
+    tips = problem.positions[:, 0] + np.einsum("knij,knj->ki", result.frames, problem.offsets)
+    residual = np.linalg.norm(tips - problem.targets, axis=1)
+    # Within tolerance the final sweep may restore a pole's bend plane at the cost of some of the margin.
+    worse = residual > np.maximum(loop_residual, problem.tolerance) + 1e-9
+    assert not worse.any(), (
+        f"{np.count_nonzero(worse)} chains end farther from the target than the loop's best pose "
+        f"(worst {float((residual - loop_residual).max()):.3g})"
+    )
+    lost = (loop_residual <= problem.tolerance) & ~result.reached
+    assert not lost.any(), f"{np.count_nonzero(lost)} chains reached by the loop are not reached in the result"
+    gram = np.einsum("knji,knjl->knil", result.frames, result.frames)
+    assert np.abs(gram - np.eye(3)).max() < 1e-10, "output frames must stay rotations (no drift over iterations)"

@@ -144,3 +144,29 @@ def test_trees_converge_within_the_default_cap(name: str) -> None:
         assert result.reached.all(), f"{name}: residuals {result.residual} after {result.iterations} iterations"
         iterations.append(result.iterations)
     assert np.median(iterations) <= 12, f"{name}: median {np.median(iterations)} iterations"
+
+
+# Children whose heads sit exactly on their parent's head (zero head offsets, like Rigify's 'face' on
+# 'spine.006'): bone 4 beside a child with a lever; bone 2 as its parent's only child (a pivot bone).
+ZERO_HEAD = {
+    "beside": dict(parents=[-1, 0, 1, 2, 1, 4], effectors=[3, 5],
+                   offset_children={1: [np.array([0.05, 0.6, 0.0]), np.zeros(3)]}),
+    "pivot": dict(parents=[-1, 0, 1, 2], effectors=[3], offset_children={1: [np.zeros(3)]}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ZERO_HEAD))
+@pytest.mark.parametrize("mode", ["KEEP", "REST"])
+def test_zero_head_offsets(name: str, mode: str) -> None:
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        rig = make_tree(rng, **ZERO_HEAD[name])  # type: ignore[arg-type]
+        targets = posed_targets(rng, rig)
+        problem = rig.problem(targets, tolerance=1e-3, max_iterations=1500, roll_mode=mode)
+        result = solve_tree(problem)
+        check_tree(problem, result)
+        zero = [i for i in range(1, problem.n_bones) if not problem.head_offsets[i].any()]
+        for i in zero:
+            parent = problem.parents[i]
+            assert np.array_equal(result.heads[i], result.heads[parent]), f"bone {i} must stay on its parent's head"
+        assert result.reached.all(), f"{name}, seed {seed}: residuals {result.residual}"
