@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
-from solver_fixtures import make_rig, make_tree
+from solver_fixtures import forward_kinematics, make_rig, make_tree
 
 from solvers import ChainProblem, JointLimits, solve_ccd, solve_fabrik, solve_tree, solve_two_bone
 from solvers.limits import limit_violation
@@ -97,19 +97,6 @@ def allowed_local(rng: np.random.Generator, limits: JointLimits, shrink: float =
     return swing_to(direction) @ rot_y(tau) if twist else swing_to(direction)
 
 
-def fk(root: F64, base: F64, ref_local: F64, local: F64, offsets: F64) -> tuple[F64, F64]:
-    k, n = offsets.shape[:2]
-    positions = np.empty((k, n + 1, 3))
-    frames = np.empty((k, n, 3, 3))
-    positions[:, 0] = root
-    parent = base
-    for i in range(n):
-        parent = parent @ ref_local[:, i] @ local[:, i]
-        frames[:, i] = parent
-        positions[:, i + 1] = positions[:, i] + np.einsum("kij,kj->ki", parent, offsets[:, i])
-    return positions, frames
-
-
 def independent_check(
     ref: F64, frames: F64, cone: F64, use_cone: F64, twist: F64, use_twist: F64, tol: float = MAX_VIOLATION
 ) -> tuple[F64, F64]:
@@ -164,9 +151,13 @@ def chain_suite(seed: int, n: int, k: int, roll_mode: str, poles: bool = False, 
     # Reachable within the limits: tips of random poses that satisfy them. The poses have no twist (the
     # random twist ranges all contain 0), so they are also poses the 'REST'/'NATURAL' roll can produce: a
     # twisted parent would turn its child's cone, and no roll mode searches over twist.
-    target_pos, _ = fk(rig.root, rig.base, rig.ref_local, allowed_local(rng, limits, twist=False), rig.offsets)
+    target_pos, _ = forward_kinematics(
+        rig.root, rig.base, rig.ref_local, allowed_local(rng, limits, twist=False), rig.offsets
+    )
     # Warm start: another allowed pose (the rig as the user left it, inside its limits).
-    rig.positions, rig.frames = fk(rig.root, rig.base, rig.ref_local, allowed_local(rng, limits), rig.offsets)
+    rig.positions, rig.frames = forward_kinematics(
+        rig.root, rig.base, rig.ref_local, allowed_local(rng, limits), rig.offsets
+    )
     pole = None
     if poles:
         pole = rig.root + rng.normal(size=(k, 3)) * 2.0
@@ -261,8 +252,10 @@ def test_reach_with_moderate_limits(name: str, solver: Any, floor: float) -> Non
             twist=np.tile([-0.5, 0.5], (k, n, 1)),
             use_twist=np.ones((k, n), dtype=bool),
         )
-        targets, _ = fk(rig.root, rig.base, rig.ref_local, allowed_local(rng, limits, twist=False), rig.offsets)
-        rig.positions, rig.frames = fk(
+        targets, _ = forward_kinematics(
+            rig.root, rig.base, rig.ref_local, allowed_local(rng, limits, twist=False), rig.offsets
+        )
+        rig.positions, rig.frames = forward_kinematics(
             rig.root, rig.base, rig.ref_local, allowed_local(rng, limits, twist=False), rig.offsets
         )
         problem = rig.problem(
@@ -331,9 +324,11 @@ def test_result_keeps_what_the_loop_reached(solver: Any, monkeypatch: pytest.Mon
         twist=np.tile([-0.5, 0.5], (k, n, 1)),
         use_twist=np.ones((k, n), dtype=bool),
     )
-    targets, _ = fk(rig.root, rig.base, rig.ref_local, allowed_local(rng, limits, twist=False), rig.offsets)
+    targets, _ = forward_kinematics(
+        rig.root, rig.base, rig.ref_local, allowed_local(rng, limits, twist=False), rig.offsets
+    )
     start = allowed_local(rng, limits, twist=False)
-    rig.positions, rig.frames = fk(rig.root, rig.base, rig.ref_local, start, rig.offsets)
+    rig.positions, rig.frames = forward_kinematics(rig.root, rig.base, rig.ref_local, start, rig.offsets)
     problem = rig.problem(targets[:, -1].copy(), limits=limits, roll_mode="REST", max_iterations=100)
     result = solver(problem)
     assert len(seen) == 1 and seen[0][0].size == k, "every chain should have gone through the loop"
