@@ -47,3 +47,11 @@ def test_manifest_complete() -> None:
     assert m["license"] == ["SPDX:GPL-3.0-or-later"]
     for pattern in ("/tests/", "/bench/", "/tools/", "/.venv*/"):
         assert pattern in m["build"]["paths_exclude_pattern"], f"{pattern} must be excluded from the zip"
+
+
+def test_unit_tier_runs_without_bpy() -> None:
+    """Nothing in this tier (test modules, fixtures, pytest's own collection) may import Blender."""
+    import sys
+
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"bpy", "mathutils", "bl_ext"})
+    assert not loaded, f"the unit tier imported Blender modules: {loaded[:5]}"
