@@ -54,15 +54,6 @@ class RigReport:
 
     outcomes: dict[int, ChainOutcome] = field(default_factory=dict)
     rig_error: str | None = None
-    written_bones: list[int] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.rig_error is None and all(o.valid for o in self.outcomes.values())
-
-
-class RigSolveError(RuntimeError):
-    """A rig cannot be solved as asked (an invalid chain, a broken transform at some frame)."""
 
 
 @dataclass
@@ -697,7 +688,6 @@ def solve_rig(
         channels = armature.read_channels(obj)
         changed = armature.rotations_to_channels(obj, solved.bones, solved.basis[0], channels)
         armature.write_channels(obj, channels, changed)
-        report.written_bones = solved.bones
     return report
 
 
