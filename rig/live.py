@@ -23,7 +23,6 @@ from bpy.app.handlers import persistent
 from . import armature
 from .props import rig_settings
 
-_dirty: set[int] = set()  # session_uid of armatures whose settings changed
 _versions: dict[int, int] = {}  # session_uid -> settings version (cached plans compare it)
 _fingerprints: dict[int, bytes] = {}  # session_uid -> inputs after the last solve
 _stats: dict[int, int] = {}  # session_uid -> number of solves (tests prove unchanged inputs cost nothing)
@@ -33,7 +32,7 @@ _suspended: set[int] = set()  # session_uid of armatures being baked: the bake s
 
 
 def mark_dirty(obj: bpy.types.Object) -> None:
-    _dirty.add(obj.session_uid)
+    # The version is part of the fingerprint, so the next update re-solves (and cached plans are rebuilt).
     _versions[obj.session_uid] = _versions.get(obj.session_uid, 0) + 1
 
 
@@ -112,9 +111,8 @@ def _solve_live(obj: bpy.types.Object) -> None:
 
     uid = obj.session_uid
     fp = fingerprint(obj)
-    if uid not in _dirty and _fingerprints.get(uid) == fp:
+    if _fingerprints.get(uid) == fp:
         return
-    _dirty.discard(uid)
     report = solve_rig(obj, write=True, cached=True)
     _stats[uid] = _stats.get(uid, 0) + 1
     store_status(obj, report)
@@ -173,7 +171,6 @@ def on_frame_change(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> N
 def on_load(*_args: object) -> None:
     # Session uids and cached skeletons belong to the previous file.
     _fingerprints.clear()
-    _dirty.clear()
     _reported.clear()
     armature.forget_cache()
     from .solve import forget_plans
