@@ -68,7 +68,9 @@ def cross(a: F64, b: F64) -> F64:
     """
     if a.shape == b.shape and a.size <= 3 * _GATHER_BELOW:
         prod = a[..., _CROSS_A] * b[..., _CROSS_B]
-        return cast(F64, prod[..., :3] - prod[..., 3:])
+        # An annotated local, not cast(): numpy 1.26's stubs infer Any here, numpy 2's infer F64.
+        crossed: F64 = prod[..., :3] - prod[..., 3:]
+        return crossed
     a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
     b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
     out = np.empty(np.broadcast_shapes(a.shape, b.shape))
@@ -96,7 +98,8 @@ def any_perpendicular(v: F64) -> F64:
     n = norms(p)
     ok = n > TINY
     if ok.all():
-        return cast(F64, p / n[..., None])
+        scaled: F64 = p / n[..., None]
+        return scaled
     # A zero input has no perpendicular; any unit vector will do, and X keeps the result defined.
     fallback = np.zeros_like(v)
     fallback[..., 0] = 1.0
@@ -116,7 +119,8 @@ def normalize(v: F64, fallback: F64 | None = None) -> F64:
     """
     n = norms(v)
     if n.size == 0 or float(n.min()) > TINY:
-        return cast(F64, v / n[..., None])
+        unit: F64 = v / n[..., None]
+        return unit
     ok = n > TINY
     out = v / np.where(ok, n, 1.0)[..., None]
     if fallback is None:
@@ -193,7 +197,8 @@ def axis_angle_matrix(axis: F64, angle: F64) -> F64:
     # R = c I + s [axis]x + (1 - c) axis axis^T
     out = (1.0 - c) * (axis[..., :, None] * axis[..., None, :]) + skew(s * axis)
     out[..., _DIAG, _DIAG] += c[..., 0]
-    return cast(F64, out)
+    result: F64 = out
+    return result
 
 
 def _halfway_rotation(a: F64, b: F64, s: F64, ns: F64) -> F64:
