@@ -58,24 +58,33 @@ def solve_count(obj: bpy.types.Object) -> int:
     return _stats.get(obj.session_uid, 0)
 
 
-def fingerprint(obj: bpy.types.Object) -> bytes:
-    """A digest of everything a solve of `obj` reads (see the module docstring)."""
+_CHANNELS = (
+    ("rotation_quaternion", 4),
+    ("rotation_euler", 3),
+    ("rotation_axis_angle", 4),
+    ("location", 3),
+    ("scale", 3),
+)
+
+
+def _channel_bytes(obj: bpy.types.Object) -> bytes:
+    """Every bone's rotation, location and scale channels, raw (the only inputs our own write changes)."""
+    pose_bones = obj.pose.bones
+    n = len(pose_bones)
+    out = []
+    for attr, width in _CHANNELS:
+        buf = np.empty(n * width, dtype=np.float32)
+        pose_bones.foreach_get(attr, buf)
+        out.append(buf.tobytes())
+    return b"".join(out)
+
+
+def _other_inputs(obj: bpy.types.Object) -> bytes:
+    """A digest of every input except the bone channels: transforms, settings, targets, outside parents."""
     h = hashlib.blake2b(digest_size=20)
     s = rig_settings(obj)
     h.update(np.array(obj.matrix_world, dtype=np.float32).tobytes())
     h.update(repr((s.tolerance, s.max_iterations, s.roll_mode, s.start_from, settings_version(obj))).encode())
-    pose_bones = obj.pose.bones
-    n = len(pose_bones)
-    for attr, width in (
-        ("rotation_quaternion", 4),
-        ("rotation_euler", 3),
-        ("rotation_axis_angle", 4),
-        ("location", 3),
-        ("scale", 3),
-    ):
-        buf = np.empty(n * width, dtype=np.float32)
-        pose_bones.foreach_get(attr, buf)
-        h.update(buf.tobytes())
     objects: list[bpy.types.Object] = []
     roots: set[int] = set()
     sk = armature.skeleton(obj, trust_cache=True)
@@ -106,18 +115,24 @@ def fingerprint(obj: bpy.types.Object) -> bytes:
     return h.digest()
 
 
+def _combine(other: bytes, channels: bytes) -> bytes:
+    """The fingerprint of everything a solve reads (see the module docstring)."""
+    return hashlib.blake2b(other + channels, digest_size=20).digest()
+
+
 def _solve_live(obj: bpy.types.Object) -> None:
     from .solve import solve_rig, store_status
 
     uid = obj.session_uid
-    fp = fingerprint(obj)
-    if _fingerprints.get(uid) == fp:
+    other = _other_inputs(obj)
+    if _fingerprints.get(uid) == _combine(other, _channel_bytes(obj)):
         return
     report = solve_rig(obj, write=True, cached=True)
     _stats[uid] = _stats.get(uid, 0) + 1
     store_status(obj, report)
-    # Taken after our own write, so our write does not count as a change next time.
-    _fingerprints[uid] = fingerprint(obj)
+    # Our write changes only the bone channels: re-read those, not every input, so it does not count as a
+    # change next time.
+    _fingerprints[uid] = _combine(other, _channel_bytes(obj))
 
 
 def _run(scene: bpy.types.Scene) -> None:
