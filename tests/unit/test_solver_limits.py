@@ -199,6 +199,16 @@ def run_suite(
     return worst_cone, worst_twist, reached
 
 
+def moderate_limits(rng: np.random.Generator, k: int, n: int) -> JointLimits:
+    """Cones of 17-86 degrees per side and +-29 degrees of twist on every bone (the 'moderate' suite)."""
+    return JointLimits(
+        cone=rng.uniform(0.3, 1.5, size=(k, n, 4)),
+        use_cone=np.ones((k, n), dtype=bool),
+        twist=np.tile([-0.5, 0.5], (k, n, 1)),
+        use_twist=np.ones((k, n), dtype=bool),
+    )
+
+
 @pytest.mark.parametrize(
     ("name", "solver", "groups", "iterations"),
     [
@@ -246,12 +256,7 @@ def test_reach_with_moderate_limits(name: str, solver: Any, floor: float) -> Non
         rng = np.random.default_rng(500 + n)
         k = 300
         rig = make_rig(rng, k, n, connected=True, bend=0.8)
-        limits = JointLimits(
-            cone=rng.uniform(0.3, 1.5, size=(k, n, 4)),
-            use_cone=np.ones((k, n), dtype=bool),
-            twist=np.tile([-0.5, 0.5], (k, n, 1)),
-            use_twist=np.ones((k, n), dtype=bool),
-        )
+        limits = moderate_limits(rng, k, n)
         targets, _ = forward_kinematics(
             rig.root, rig.base, rig.ref_local, allowed_local(rng, limits, twist=False), rig.offsets
         )
@@ -318,12 +323,7 @@ def test_result_keeps_what_the_loop_reached(solver: Any, monkeypatch: pytest.Mon
     rng = np.random.default_rng(508)
     k, n = 200, 8
     rig = make_rig(rng, k, n, connected=True, bend=0.8)
-    limits = JointLimits(
-        cone=rng.uniform(0.3, 1.5, size=(k, n, 4)),
-        use_cone=np.ones((k, n), dtype=bool),
-        twist=np.tile([-0.5, 0.5], (k, n, 1)),
-        use_twist=np.ones((k, n), dtype=bool),
-    )
+    limits = moderate_limits(rng, k, n)
     targets, _ = forward_kinematics(
         rig.root, rig.base, rig.ref_local, allowed_local(rng, limits, twist=False), rig.offsets
     )
