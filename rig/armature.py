@@ -157,12 +157,16 @@ def pose_tails(obj: bpy.types.Object) -> F64:
     return buf.reshape(-1, 3).astype(np.float64)
 
 
-def read_channels(obj: bpy.types.Object) -> Channels:
-    """The rotation channels of every pose bone, as float32 arrays (exact copies of Blender's values)."""
+ROTATION_CHANNELS = (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4))
+ALL_CHANNELS = (*ROTATION_CHANNELS, ("location", 3), ("scale", 3))
+
+
+def read_channels(obj: bpy.types.Object, which: tuple[tuple[str, int], ...] = ROTATION_CHANNELS) -> Channels:
+    """Pose channels of every bone, as (B, width) float32 arrays (exact copies of Blender's values)."""
     pose_bones = obj.pose.bones
     n = len(pose_bones)
     out: Channels = {}
-    for attr, width in (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4)):
+    for attr, width in which:
         buf = np.empty(n * width, dtype=np.float32)
         pose_bones.foreach_get(attr, buf)
         out[attr] = buf.reshape(n, width)

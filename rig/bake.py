@@ -241,8 +241,7 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
 
     result = BakeResult(rig=obj.name, frames=frames)
     original_frame = scene.frame_current, scene.frame_subframe
-    channels_before = armature.read_channels(obj)
-    loc_scale_before = _read_loc_scale(obj)
+    channels_before = armature.read_channels(obj, armature.ALL_CHANNELS)
     snapshot = anim.ActionSnapshot.take(obj)
     t0 = time.perf_counter()
     try:
@@ -271,7 +270,7 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
     except BaseException as exc:
         snapshot.restore()
         scene.frame_set(original_frame[0], subframe=original_frame[1])
-        _restore_pose(obj, channels_before, loc_scale_before)
+        _restore_pose(obj, channels_before)
         if isinstance(exc, (BakeError, KeyboardInterrupt, SystemExit)):
             raise
         if isinstance(exc, ReferenceError):
@@ -301,7 +300,7 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
     scene.frame_set(original_frame[0], subframe=original_frame[1])
     baked = set(solved.bones)
     keep = [b for b in range(len(sk.names)) if b not in baked]
-    _restore_pose(obj, channels_before, loc_scale_before, only_bones=keep)
+    _restore_pose(obj, channels_before, only_bones=keep)
     return result
 
 
@@ -329,25 +328,13 @@ def _read_frames(
     return stack
 
 
-def _read_loc_scale(obj: bpy.types.Object) -> dict[str, NDArray[np.float32]]:
-    pbs = obj.pose.bones
-    out = {}
-    for attr in ("location", "scale"):
-        buf = np.empty(len(pbs) * 3, dtype=np.float32)
-        pbs.foreach_get(attr, buf)
-        out[attr] = buf
-    return out
-
-
 def _restore_pose(
     obj: bpy.types.Object,
     channels: dict[str, NDArray[np.float32]],
-    loc_scale: dict[str, NDArray[np.float32]],
     only_bones: list[int] | None = None,
 ) -> None:
     pbs = obj.pose.bones
-    arrays = {**{k: v.ravel() for k, v in channels.items()}, **loc_scale}
-    for attr, saved in arrays.items():
+    for attr, saved in ((k, v.ravel()) for k, v in channels.items()):
         width = saved.size // max(len(pbs), 1)
         if only_bones is None:
             pbs.foreach_set(attr, saved)

@@ -58,25 +58,9 @@ def solve_count(obj: bpy.types.Object) -> int:
     return _stats.get(obj.session_uid, 0)
 
 
-_CHANNELS = (
-    ("rotation_quaternion", 4),
-    ("rotation_euler", 3),
-    ("rotation_axis_angle", 4),
-    ("location", 3),
-    ("scale", 3),
-)
-
-
 def _channel_bytes(obj: bpy.types.Object) -> bytes:
     """Every bone's rotation, location and scale channels, raw (the only inputs our own write changes)."""
-    pose_bones = obj.pose.bones
-    n = len(pose_bones)
-    out = []
-    for attr, width in _CHANNELS:
-        buf = np.empty(n * width, dtype=np.float32)
-        pose_bones.foreach_get(attr, buf)
-        out.append(buf.tobytes())
-    return b"".join(out)
+    return b"".join(a.tobytes() for a in armature.read_channels(obj, armature.ALL_CHANNELS).values())
 
 
 def _other_inputs(obj: bpy.types.Object) -> bytes:
