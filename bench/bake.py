@@ -59,6 +59,8 @@ def bake_reach(frames: int) -> tuple[float, float]:
     rigs.use_reach(rig)
     rig.obj.reach_ik.max_iterations = 60
     bpy.context.view_layer.objects.active = rig.obj
+    # Both runs start from an evaluated scene, so neither pays for the set-up's pending update.
+    bpy.context.view_layer.update()
     start = time.perf_counter()
     bpy.ops.reach.bake(frame_start=1, frame_end=frames)
     seconds = time.perf_counter() - start
@@ -74,6 +76,7 @@ def bake_blender(frames: int) -> tuple[float, float]:
     bones = {b for spec in rig.chains for b in _chain_bones(rig, spec)}
     for pb in rig.obj.pose.bones:
         pb.bone.select = pb.name in bones
+    bpy.context.view_layer.update()
     start = time.perf_counter()
     bpy.ops.nla.bake(
         frame_start=1,
@@ -100,15 +103,22 @@ def _chain_bones(rig: rigs.Rig, spec: rigs.ChainSpec) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--frames", type=int, default=250)
+    parser.add_argument("--repeats", type=int, default=3, help="bakes of each kind, alternating (default 3)")
     args = parser.parse_args()
     bpy_session.enable_addon()
-    ours, our_err = bake_reach(args.frames)
-    ref, ref_err = bake_blender(args.frames)
+    ours, ref = [], []
+    for _ in range(args.repeats):
+        # Alternating, so a burst of load on a shared machine hits both; the best of each is compared.
+        ours.append(bake_reach(args.frames))
+        ref.append(bake_blender(args.frames))
+    (t_ours, our_err), (t_ref, ref_err) = min(ours), min(ref)
+    print("reach:", [round(t, 4) for t, _ in ours], "nla:", [round(t, 4) for t, _ in ref])
     print(f"bench/bake.py on bpy {bpy.app.version_string}: character rig (6 chains), {args.frames} frames")
+    print(f"best of {args.repeats} bakes each")
     print(f"{'':28} {'seconds':>9} {'worst tip-target when replayed':>32}")
-    print(f"{'reach.bake':28} {ours:9.3f} {our_err:32.2e}")
-    print(f"{'nla.bake over Blender IK':28} {ref:9.3f} {ref_err:32.2e}")
-    print(f"time ratio reach/nla: {ours / ref:.3f} (goal <= 0.2)")
+    print(f"{'reach.bake':28} {t_ours:9.4f} {our_err:32.2e}")
+    print(f"{'nla.bake over Blender IK':28} {t_ref:9.4f} {ref_err:32.2e}")
+    print(f"time ratio reach/nla: {t_ours / t_ref:.3f} (goal <= 0.2)")
     bpy_session.finish(0)
 
 

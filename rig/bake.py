@@ -137,8 +137,8 @@ def _values(mode: str, basis: F64, previous: F64) -> F64:
     """(F,n,3,3) basis rotations of n bones sharing `mode` -> (F,n,width) channel values.
 
     Continuous in time, starting from `previous` (n,width): quaternions keep their sign, Eulers stay
-    compatible (Blender's rule), axis-angle keeps its axis side. Vectorized over bones; only the walk over
-    frames is sequential, because each frame's choice depends on the one before.
+    compatible (Blender's rule), axis-angle keeps its axis side. Vectorized over bones and, but for
+    axis-angle, over frames.
     """
     f, n = basis.shape[:2]
     flat = basis.reshape(f * n, 3, 3)
@@ -157,11 +157,7 @@ def _values(mode: str, basis: F64, previous: F64) -> F64:
             prev = out[i] = convert.quaternion_to_axis_angle(q[i], prev)
         return out
     e1, e2 = (e.reshape(f, n, 3) for e in convert.euler_pair(flat, mode))
-    out = np.empty((f, n, 3))
-    prev = previous
-    for i in range(f):
-        prev = out[i] = convert.choose_compatible(e1[i], e2[i], prev)
-    return out
+    return convert.compatible_sequence(e1, e2, previous)
 
 
 def _reduce(times: F64, values: F64, tol: float) -> NDArray[np.bool_]:

@@ -145,6 +145,52 @@ def choose_compatible(e1: F64, e2: F64, previous: F64) -> F64:
     return np.where((d1 > d2)[:, None], e2, e1)
 
 
+def _turns(d: F64) -> F64:
+    """Whole turns `_compatible` adds to an angle that is `d` from the old one (the same formula)."""
+    pi_x2 = 2.0 * np.pi
+    up = np.where(d < -np.pi, np.floor(-d / pi_x2 + 0.5), 0.0)
+    down = np.where(d > np.pi, np.floor(d / pi_x2 + 0.5), 0.0)
+    turns: F64 = up - down
+    return turns
+
+
+def compatible_sequence(e1: F64, e2: F64, previous: F64) -> F64:
+    """(F,n,3) Euler solution pairs over F frames -> (F,n,3) angles, each frame compatible with the one before.
+
+    The same as applying :func:`choose_compatible` frame after frame starting from `previous` (n,3), without
+    a Python loop over frames doing the arithmetic. The choice between the two solutions at a frame depends
+    on the previous value only modulo whole turns, that is on which solution the previous frame took: both
+    outcomes are computed for every frame at once, and only the walk through those yes/no answers is
+    sequential. The whole turns are then integers summed along the frames, so every angle is its solution
+    (as ``atan2`` gives it) plus a whole number of turns, as in the frame-by-frame version.
+    """
+    pi_x2 = 2.0 * np.pi
+    took2 = np.empty(e1.shape[:2], dtype=np.bool_)  # whether frame i takes e2
+    took2[0] = _prefers_second(e1[0], e2[0], previous)
+    if e1.shape[0] > 1:
+        pick_after1 = _prefers_second(e1[1:], e2[1:], e1[:-1])  # (F-1,n): the choice when frame i-1 took e1
+        pick_after2 = _prefers_second(e1[1:], e2[1:], e2[:-1])  # ... and when it took e2
+        for i in range(1, e1.shape[0]):
+            took2[i] = np.where(took2[i - 1], pick_after2[i - 1], pick_after1[i - 1])
+    chosen = np.where(took2[..., None], e2, e1)
+    turns = np.empty_like(chosen)
+    turns[0] = _turns(chosen[0] - previous)
+    turns[1:] = _turns(chosen[1:] - chosen[:-1])
+    out: F64 = chosen + pi_x2 * np.cumsum(turns, axis=0)
+    return out
+
+
+def _prefers_second(e1: F64, e2: F64, previous: F64) -> NDArray[np.bool_]:
+    """Whether :func:`choose_compatible` takes `e2` (any leading shape, last axis the three angles)."""
+    pi_x2 = 2.0 * np.pi
+    d1 = e1 - previous
+    d2 = e2 - previous
+    d1 = np.abs(d1 + _turns(d1) * pi_x2).sum(axis=-1)
+    d2 = np.abs(d2 + _turns(d2) * pi_x2).sum(axis=-1)
+    prefers: NDArray[np.bool_] = d1 > d2
+    return prefers
+
+
 def matrix_to_euler(m: F64, order: str, previous: F64) -> F64:
     """(M,3,3) rotations -> (M,3) Euler angles in `order`, compatible with `previous` (M,3)."""
     e1, e2 = euler_pair(np.asarray(m, dtype=np.float64), order)

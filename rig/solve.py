@@ -357,17 +357,10 @@ def _solve_smooth(solve: Callable[[ChainProblem], SolveResult], problem: ChainPr
 
     Redundant chains have many solutions; stopping each frame as soon as it is within tolerance lands on
     different ones (2 iterations here, 3 there) and the baked keys jitter. Running every row for the same
-    number of iterations (the most any row needed) makes each result a continuous function of its target.
+    number of iterations (until the last row converges) makes each result a continuous function of its
+    target. One pass: rows that converged keep iterating alongside the others (`uniform_iterations`).
     """
-    first = solve(problem)
-    most = int(first.iterations.max(initial=0))
-    if most == 0 or int(first.iterations.min(initial=0)) == most:
-        return first
-    again = replace(problem, tolerance=_EXHAUST, max_iterations=most)
-    second = solve(again)
-    # Report against the user's tolerance, as the first pass did.
-    reached = second.residual <= problem.tolerance
-    return replace(second, reached=reached)
+    return solve(replace(problem, uniform_iterations=True))
 
 
 def _solve_batch(

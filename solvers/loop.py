@@ -75,6 +75,7 @@ POLISH_FADE: Final = 0.7
 POLISH_DAMPING: Final = 0.05
 """Levenberg-Marquardt damping of :func:`polish_turns`, relative to ``|error| x chain length``."""
 _EYE: Final = np.eye(3)
+_TINY: Final = 1e-300
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,8 @@ def _polish_in_place(work: ChainBatch, r: F64, previous: F64, record: F64, track
     The common cases skip the weights' arithmetic: every chain fast or far (no polish), or every chain
     slow and near with a good record and a polish that pays (the full step), how a solve usually ends.
     """
-    pace = r / previous
+    # A chain can sit exactly on its target (uniform iterations keep converged chains running): 0 / 0.
+    pace = r / np.maximum(previous, _TINY)
     size = r / work.total_length
     if float(pace.max()) <= POLISH_FROM or float(size.min()) >= POLISH_FAR or float(record.min()) >= 1.0:
         record *= POLISH_FADE
@@ -207,7 +209,7 @@ def _polish_rows(
     if track_frames:
         candidate, candidate_frames = forward_sweep(sub, candidate)
     reached = norms(candidate[:, -1] - sub.targets)
-    gain = reached / r_sub
+    gain = reached / np.maximum(r_sub, _TINY)
     full_gain = gain.copy()
     if slow is None and float(gain.max()) <= POLISH_GAIN:
         weight = None  # the full step for every row
@@ -261,7 +263,13 @@ class _Tracker:
 
 
 def iterate(
-    batch: ChainBatch, step: Step, tolerance: float, max_iterations: int, track_frames: bool, polished: bool = True
+    batch: ChainBatch,
+    step: Step,
+    tolerance: float,
+    max_iterations: int,
+    track_frames: bool,
+    polished: bool = True,
+    uniform: bool = False,
 ) -> LoopOutcome:
     """Run ``step`` until each chain converges, stalls or hits the cap; keep each chain's best pose.
 
@@ -286,6 +294,9 @@ def iterate(
         Whether ``step`` keeps ``batch.frames`` up to date (so the best frames must be kept too).
     polished
         Whether to add the polish steps (False: the solver's own steps only).
+    uniform
+        Whether converged chains keep iterating until all have converged (stalled or capped), so every
+        chain runs the same number of iterations (see ``ChainProblem.uniform_iterations``).
 
     Returns
     -------
@@ -303,6 +314,8 @@ def iterate(
     if converged.all():
         status[:] = CONVERGED
         return LoopOutcome(best_positions, best_frames, iterations, status)
+    if uniform:
+        converged[:] = False  # the chains already within tolerance iterate with the others
     status[converged] = CONVERGED
     rows = np.flatnonzero(~converged)
     work = batch if rows.size == batch.size else batch.take(rows)
@@ -330,7 +343,8 @@ def iterate(
         state.best = np.minimum(state.best, r)
         state.stalls = np.where(progress, 0, state.stalls + 1)
         done = r <= tolerance
-        finished = done | (state.stalls >= STALL_PATIENCE)
+        stalled = state.stalls >= STALL_PATIENCE
+        finished = stalled if uniform else done | stalled
         if finished.any():
             out = state.rows[finished]
             status[out] = np.where(done[finished], CONVERGED, STALLED)
@@ -353,7 +367,7 @@ def iterate(
 
 def restart_from_rest(
     batch: ChainBatch, chord: F64, outcome: LoopOutcome, step: Step, tolerance: float, max_iterations: int,
-    track_frames: bool, polished: bool,
+    track_frames: bool, polished: bool, uniform: bool = False,
 ) -> LoopOutcome:
     """With joint limits, solve the chains that stopped short again from two other starts; keep the best.
 
@@ -369,13 +383,13 @@ def restart_from_rest(
     """
     if batch.limits is None:
         return outcome
-    outcome = _restart(batch, chord, outcome, step, tolerance, max_iterations, track_frames, polished, False)
-    return _restart(batch, chord, outcome, step, tolerance, max_iterations, track_frames, polished, True)
+    outcome = _restart(batch, chord, outcome, step, tolerance, max_iterations, track_frames, polished, False, uniform)
+    return _restart(batch, chord, outcome, step, tolerance, max_iterations, track_frames, polished, True, uniform)
 
 
 def _restart(
     batch: ChainBatch, chord: F64, outcome: LoopOutcome, step: Step, tolerance: float, max_iterations: int,
-    track_frames: bool, polished: bool, toward: bool,
+    track_frames: bool, polished: bool, toward: bool, uniform: bool,
 ) -> LoopOutcome:
     """One restart of :func:`restart_from_rest`: from the rest pose, or (``toward``) straight at the target."""
     short = outcome.status != CONVERGED
@@ -392,7 +406,7 @@ def _restart(
     sub.positions[:] = swept
     if track_frames:
         sub = replace(sub, frames=swept_frames)
-    again = iterate(sub, step, tolerance, max_iterations, track_frames, polished)
+    again = iterate(sub, step, tolerance, max_iterations, track_frames, polished, uniform)
     before = norms(outcome.positions[rows, -1] - sub.targets)
     after = norms(again.positions[:, -1] - sub.targets)
     better = after < before
@@ -478,8 +492,9 @@ def solve_chains(problem: ChainProblem, step: Step, track_frames: bool, polished
             swept, swept_frames = forward_sweep(sub, sub.positions)
             sub.positions[:] = swept
             sub = replace(sub, frames=swept_frames)
-        outcome = iterate(sub, step, tol, problem.max_iterations, track_frames, polished)
-        outcome = restart_from_rest(sub, chord, outcome, step, tol, problem.max_iterations, track_frames, polished)
+        its, uniform = problem.max_iterations, problem.uniform_iterations
+        outcome = iterate(sub, step, tol, its, track_frames, polished, uniform)
+        outcome = restart_from_rest(sub, chord, outcome, step, tol, its, track_frames, polished, uniform)
         best = outcome.positions
         # The loop may drift the bend plane (FABRIK keeps it only for planar chains); turn it back about
         # the root-to-tip line, which leaves the end effector where it is.

@@ -311,6 +311,12 @@ class ChainProblem:
         Iteration cap of the iterative solvers. Default 30.
     roll_mode
         ``'KEEP'`` (default), ``'REST'`` or ``'NATURAL'``.
+    uniform_iterations
+        False (default): each chain stops as soon as it converges or stalls. True: chains that converged
+        keep iterating until every chain has converged (or stalled, or hit the cap), so all rows run the
+        same number of iterations. For rows that are frames of one animation (a bake): redundant chains
+        have many solutions, and stopping each frame at a different iteration lands on different ones,
+        which makes the keys jitter; the same iteration count keeps the result continuous in the target.
 
     Raises
     ------
@@ -330,6 +336,7 @@ class ChainProblem:
     tolerance: float = 1e-3
     max_iterations: int = 30
     roll_mode: str = "KEEP"
+    uniform_iterations: bool = False
 
     def __post_init__(self) -> None:
         offsets_in = np.asarray(self.offsets)

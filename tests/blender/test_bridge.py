@@ -182,6 +182,36 @@ def test_euler_conversion_matches_mathutils() -> None:
             assert np.allclose(e, ref[:], atol=1e-4), f"{order}: {e} vs Blender's compatible {ref[:]} (prev {p})"
 
 
+def test_euler_sequence_matches_frame_by_frame() -> None:
+    """The bake's vectorized walk over frames equals Blender's compatible rule applied frame after frame.
+
+    Bit for bit against our frame-by-frame rule over walks with half-turn jumps and arbitrary previous
+    values, and against `mathutils` (`to_euler(order, compat)` chained through the frames) to rounding.
+    """
+    import sys
+
+    import conftest
+
+    convert = sys.modules[conftest.ADDON + ".rig.convert"]
+    rng = np.random.default_rng(11)
+    for order in ("XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX"):
+        for step in (0.3, 2.5):  # smooth motion, and jumps past the half turn
+            walk = np.cumsum(rng.normal(scale=step, size=(60, 4, 3)), axis=0)
+            mats = convert.euler_to_matrix(walk.reshape(-1, 3), order)
+            e1, e2 = (e.reshape(60, 4, 3) for e in convert.euler_pair(mats, order))
+            previous = rng.uniform(-9.0, 9.0, size=(4, 3))
+            ours = convert.compatible_sequence(e1, e2, previous)
+            prev = previous
+            for i in range(60):
+                prev = convert.choose_compatible(e1[i], e2[i], prev)
+                assert np.array_equal(ours[i], prev), f"{order} frame {i}: {ours[i]} vs {prev}"
+            for b in range(4):
+                ref = Euler(previous[b], order)
+                for i in range(60):
+                    ref = Matrix(mats.reshape(60, 4, 3, 3)[i, b].tolist()).to_euler(order, ref)
+                    assert np.allclose(ours[i, b], ref[:], atol=1e-4), f"{order} frame {i} bone {b}"
+
+
 def test_quaternion_sign_continuity() -> None:
     rig = rigs.chain_rig(2)
     pb = rig.pose.bones["b0"]

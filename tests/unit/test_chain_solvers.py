@@ -153,6 +153,24 @@ def test_warm_start_at_the_solution_does_not_iterate(name: str) -> None:
     assert np.allclose(result.frames, rig.frames, atol=1e-12), "KEEP keeps the frames of an unchanged pose"
 
 
+@pytest.mark.parametrize("name", sorted(ITERATIVE))
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_uniform_iterations_with_a_chain_already_on_its_target(name: str) -> None:
+    # With uniform iterations a chain whose tip is exactly on its target iterates with the others; its
+    # residual is 0 from the start (no 0 / 0 in the loop's ratios) and it must stay there.
+    rng = np.random.default_rng(8)
+    rig = make_rig(rng, 6, 5)
+    targets = reachable_targets(rng, rig)
+    targets[0] = rig.positions[0, -1]
+    problem = rig.problem(targets, tolerance=1e-6, uniform_iterations=True)
+    result = ITERATIVE[name](problem)
+    check_result(problem, result)
+    assert result.reached.all()
+    # It iterates with the others until it makes no more progress (then it stalls out, converged).
+    assert result.iterations[0] >= 3, "the chain on its target iterates with the others"
+    assert result.residual[0] <= 1e-9, "a chain on its target stays there"
+
+
 @pytest.mark.parametrize("name", sorted(ALL))
 @pytest.mark.parametrize("mode", MODES)
 def test_straight_chain_toward_a_nearer_target_bends(name: str, mode: str) -> None:
@@ -404,9 +422,9 @@ def test_ccd_and_fabrik_iterations_to_1e4() -> None:
 @pytest.mark.parametrize("name", sorted(ITERATIVE))
 def test_solve_is_continuous_in_the_target(name: str) -> None:
     # A bake solves every frame of a smooth motion and, so that redundant chains do not jitter, runs all
-    # frames for the same number of iterations (rig/solve.py's _solve_smooth: a second solve with a
-    # tolerance no frame reaches and the first solve's most iterations). The result must then move
-    # smoothly with the target: the polish is weighted continuously, never switched on and off.
+    # frames for the same number of iterations (`uniform_iterations`, what rig/solve.py's _solve_smooth
+    # asks for). The result must then move smoothly with the target: the polish is weighted
+    # continuously, never switched on and off.
     n, frames = 6, 120
     rig = zigzag_rig(n, 0.2, 0.15)
     goals = np.concatenate([rig.pose(wave_pose(n, 0.02 * f, 0.25))[0][:, -1] for f in range(frames)])
@@ -415,11 +433,16 @@ def test_solve_is_continuous_in_the_target(name: str) -> None:
         return np.repeat(a, frames, axis=0)
 
     problem = ChainProblem(tile(rig.positions), tile(rig.frames), tile(rig.offsets), tile(rig.ref_local),
-                           tile(rig.base), goals)
-    most = int(ITERATIVE[name](problem).iterations.max())
-    exhaust = replace(problem, tolerance=1e-12, max_iterations=most)
-    result = ITERATIVE[name](exhaust)
-    check_result(exhaust, result)
+                           tile(rig.base), goals, tolerance=1e-6)
+    early = ITERATIVE[name](problem)
+    assert len(set(early.iterations.tolist())) > 1, "frames should need different iteration counts on their own"
+    uniform = replace(problem, uniform_iterations=True)
+    result = ITERATIVE[name](uniform)
+    check_result(uniform, result)
+    assert (result.iterations == early.iterations.max()).all(), "every frame runs as long as the slowest"
+    # The same as running every frame for that many iterations with a tolerance none reaches.
+    exhaust = ITERATIVE[name](replace(problem, tolerance=1e-12, max_iterations=int(early.iterations.max())))
+    assert np.allclose(result.positions, exhaust.positions, atol=1e-9), "uniform = the same iterations everywhere"
     joints = result.positions[:, 1:-1]
     step = np.linalg.norm(np.diff(joints, axis=0), axis=-1).max(axis=1)
     bend = np.linalg.norm(np.diff(joints, 2, axis=0), axis=-1).max(axis=1)
