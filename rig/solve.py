@@ -22,7 +22,7 @@ from ..solvers import ccd, fabrik, tree, two_bone
 from ..solvers.limits import JointLimits
 from ..solvers.types import STATUS_NAMES, ChainProblem, SolveResult, TreeProblem
 from . import armature, convert
-from .chains import ChainPlan, Group, Plan, build_plan, rig_problem, usable
+from .chains import ChainPlan, Group, Plan, build_plan, rig_problem
 from .props import bone_limits, rig_settings
 
 F64 = NDArray[np.float64]
@@ -137,22 +137,30 @@ def rest_start_pose(sk: armature.Skeleton, plan: Plan, inputs: Inputs) -> F64:
     return pose
 
 
+def _broken_rows(mats: F64) -> NDArray[np.bool_]:
+    """(..., 4, 4) -> (...): rows that are not `usable` (NaN, inf, or Blender's clamped FLT_MAX)."""
+    flat = mats.reshape(*mats.shape[:-2], -1)
+    # |x| < 1e30 is False for NaN too, so one comparison covers all three.
+    broken: NDArray[np.bool_] = ~(np.abs(flat) < 1e30).all(axis=-1)
+    return broken
+
+
 def check_inputs(obj: bpy.types.Object, plan: Plan, inputs: Inputs) -> str | None:
     """A message naming the first broken transform (NaN, inf), or None. Frame 0 is the first of the stack."""
-    sk_names = obj.pose.bones.keys()
-    bad_pose = ~(np.isfinite(inputs.pose).all(axis=(2, 3)) & (np.abs(inputs.pose).max(axis=(2, 3)) < 1e30))
+    bad_pose = _broken_rows(inputs.pose)
     if bad_pose.any():
         f, b = (int(v) for v in np.argwhere(bad_pose)[0])
-        return f"{_at(f, inputs)}bone '{sk_names[b]}' has a NaN or infinite pose: reset its transform (Alt G/R/S)"
-    for f in range(inputs.world.shape[0]):
-        if not usable(inputs.world[f]):
-            return f"{_at(f, inputs)}'{obj.name}' has a NaN or infinite transform"
+        name = obj.pose.bones[b].name
+        return f"{_at(f, inputs)}bone '{name}' has a NaN or infinite pose: reset its transform (Alt G/R/S)"
+    bad_world = _broken_rows(inputs.world)
+    if bad_world.any():
+        return f"{_at(int(np.flatnonzero(bad_world)[0]), inputs)}'{obj.name}' has a NaN or infinite transform"
     by_index = {c.index: c for g in plan.groups for c in g.chains}
     for role, mats in (("target", inputs.targets), ("pole", inputs.poles)):
         for i, m in mats.items():
-            ok = np.isfinite(m).all(axis=(1, 2)) & (np.abs(m).max(axis=(1, 2)) < 1e30)
-            if not ok.all():
-                f = int(np.flatnonzero(~ok)[0])
+            bad = _broken_rows(m)
+            if bad.any():
+                f = int(np.flatnonzero(bad)[0])
                 ob = by_index[i].target if role == "target" else by_index[i].pole
                 name = ob.name if ob is not None else "?"
                 return f"{_at(f, inputs)}the {role} '{name}' has a NaN or infinite transform"
@@ -218,6 +226,7 @@ class _Work:
     original: F64  # (F,B,4,4) as read
     matrices: F64  # (F,B,4,4), updated by our solutions
     rot: F64  # (F,B,3,3) rotation parts
+    rot0: F64  # (F,B,3,3) rotation parts of `original`
     scale: F64  # (F,B,3) column scales, kept as they are
     lengths: F64  # (B,) rest bone lengths
     solved: dict[int, F64] = field(default_factory=dict)  # bone -> (F,3,3) solved rotation
@@ -254,29 +263,31 @@ class _Work:
         """Carry unsolved bones below solved ones along with their parents (forward kinematics on our arrays).
 
         Only descendants of solved bones can have moved; everything else keeps the pose Blender evaluated.
+        Each carried bone keeps its transform relative to its parent as Blender evaluated it, so a whole
+        subtree below its nearest solved ancestor `a` moves rigidly with `a`: by D = new_a @ old_a^-1.
+        Solved bones keep their scale, so D is a rotation plus a translation (no matrix inverse), and one
+        product per carried bone does it, whatever the depth.
         """
         sk = self.sk
-        moved = np.zeros(len(sk.names), dtype=bool)
-        moved[list(self.solved)] = True
-        order = np.argsort(sk.depth, kind="stable")
-        carried = np.zeros_like(moved)
-        for b in order:
+        solved = self.solved
+        anchor = np.full(len(sk.names), -1, dtype=np.int64)  # nearest solved ancestor of a carried bone
+        for b in np.argsort(sk.depth, kind="stable").tolist():
             p = int(sk.parent[b])
-            if p >= 0 and (moved[p] or carried[p]) and int(b) not in self.solved:
-                carried[b] = True
-        every = np.flatnonzero(carried)
+            if p >= 0 and b not in solved:
+                anchor[b] = p if p in solved else anchor[p]
+        every = np.flatnonzero(anchor >= 0)
         if every.size == 0:
             return
-        # Each carried bone keeps its transform relative to its parent as Blender evaluated it (one solve).
-        local = np.linalg.solve(self.original[:, sk.parent[every]], self.original[:, every])
-        row = {int(b): i for i, b in enumerate(every)}
-        for d in range(1, int(sk.depth.max(initial=0)) + 1):
-            idx = every[sk.depth[every] == d]
-            if idx.size == 0:
-                continue
-            par = sk.parent[idx]
-            self.matrices[:, idx] = self.matrices[:, par] @ local[:, [row[int(b)] for b in idx]]
-        self.rot[:, every], self.scale[:, every] = convert.rotation_parts(self.matrices[:, every, :3, :3])
+        anchors = anchor[every]
+        used, which = np.unique(anchors, return_inverse=True)
+        # D = [R'_a R_a^T | t'_a - R'_a R_a^T t_a] for each anchor, then new = D @ old for its subtree.
+        d_rot = self.rot[:, used] @ np.swapaxes(self.rot0[:, used], -1, -2)  # (F, A, 3, 3)
+        old_heads = self.original[..., :3, 3]  # a view; index it after (see `tails`)
+        d_t = self.heads()[:, used] - np.einsum("faij,faj->fai", d_rot, old_heads[:, used])
+        d_rot_b, d_t_b = d_rot[:, which], d_t[:, which]
+        self.matrices[:, every, :3, :3] = d_rot_b @ self.original[:, every, :3, :3]
+        self.heads()[:, every] = np.einsum("fbij,fbj->fbi", d_rot_b, old_heads[:, every]) + d_t_b
+        self.rot[:, every] = d_rot_b @ self.rot0[:, every]
 
 
 @dataclass
@@ -642,7 +653,7 @@ def solve_inputs(
     lengths = np.array([obj.data.bones[name].length for name in sk.names]) if plan.groups else np.zeros(0)
     pose = rest_start_pose(sk, plan, inputs) if inputs.basis is not None else inputs.pose
     rot, sc = convert.rotation_parts(pose[:, :, :3, :3])
-    work = _Work(sk=sk, original=pose, matrices=pose.copy(), rot=rot, scale=sc, lengths=lengths)
+    work = _Work(sk=sk, original=pose, matrices=pose.copy(), rot=rot, rot0=rot.copy(), scale=sc, lengths=lengths)
     groups = _flat_groups(sk, plan, sc, report)
     _solve_levels(obj, work, plan, groups, inputs, _Space.of(inputs.world), report, smooth)
     for i, note in plan.notes.items():

@@ -15,8 +15,8 @@ import numpy as np
 
 from .frames import ChainBatch, aim_frames, frame_positions, limit_frames
 from .loop import Step, solve_chains
-from .rotations import matmul, matvec, orthonormalize, rotation_between
-from .types import ChainProblem, SolveResult
+from .rotations import NEAR_OPPOSITE, TINY, dots, matmul, matvec, norms, orthonormalize, rotation_between
+from .types import F64, ChainProblem, SolveResult
 
 
 def make_ccd_step(max_angle: float | None = None) -> Step:
@@ -29,6 +29,9 @@ def make_ccd_step(max_angle: float | None = None) -> Step:
         limited = batch.limits is not None and frames is not None
         for j in range(batch.n_bones - 1, -1, -1):
             head = p[:, j]
+            if not limited and max_angle is None:
+                _turn_joints_below(p, j, targets)
+                continue
             rot = rotation_between(p[:, -1] - head, targets - head, max_angle)
             if limited and frames is not None:
                 parent = batch.base if j == 0 else frames[:, j - 1]
@@ -56,6 +59,37 @@ def make_ccd_step(max_angle: float | None = None) -> Step:
             p[:] = frame_positions(batch, frames)
 
     return step
+
+
+def _turn_joints_below(p: F64, j: int, targets: F64) -> None:
+    """Turn the joints below joint ``j`` about its head so the end effector points at the target, in place.
+
+    The unlimited, uncapped step without building rotation matrices: the minimal rotation taking unit
+    ``a`` onto unit ``b`` is two reflections (as in :func:`~solvers.rotations.rotation_between`),
+    ``R x = x - 2 b (g . x) - 2 h (h . x)``, applied to the lever vectors directly. Rows that need the
+    careful path (a zero lever, nearly opposite directions) take :func:`rotation_between` instead, row by
+    row, so a chain's result never depends on the other chains in its batch.
+    """
+    head = p[:, j]
+    a = p[:, -1] - head
+    b = targets - head
+    na, nb = norms(a), norms(b)
+    ua = a / np.maximum(na, TINY)[:, None]
+    ub = b / np.maximum(nb, TINY)[:, None]
+    h = ua + ub
+    nh = norms(h)
+    careful = (na <= TINY) | (nb <= TINY) | (nh < NEAR_OPPOSITE)
+    h /= np.maximum(nh, TINY)[:, None]
+    g = ub - (2.0 * dots(ub, h))[:, None] * h
+    rel = p[:, j + 1 :] - head[:, None]
+    gx = np.einsum("kmi,ki->km", rel, g)
+    hx = np.einsum("kmi,ki->km", rel, h)
+    turned = rel - 2.0 * (gx[..., None] * ub[:, None] + hx[..., None] * h[:, None])
+    if careful.any():
+        rot = rotation_between(a[careful], b[careful])
+        turned[careful] = np.matmul(rel[careful], rot.transpose(0, 2, 1))
+    turned += head[:, None]
+    p[:, j + 1 :] = turned
 
 
 def solve_ccd(problem: ChainProblem, max_angle: float | None = None) -> SolveResult:

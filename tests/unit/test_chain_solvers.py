@@ -497,3 +497,25 @@ def test_target_on_a_joint_takes_the_careful_path(name: str) -> None:
     result = ITERATIVE[name](problem)
     check_result(problem, result)
     assert result.reached.all(), f"{name}: residual {result.residual}"
+
+
+def test_ccd_vector_turn_equals_the_rotation_matrix() -> None:
+    # The unlimited CCD step turns the joints with two reflections applied to the vectors; it must be the
+    # same turn as rotation_between's matrix, including the rows that take the careful path.
+    from solvers.ccd import _turn_joints_below
+    from solvers.rotations import rotation_between
+
+    rng = np.random.default_rng(4)
+    p = rng.normal(size=(40, 6, 3))
+    targets = rng.normal(size=(40, 3))
+    targets[0] = p[0, 2] - 3.0 * (p[0, -1] - p[0, 2])  # opposite to the lever of joint 2
+    targets[1] = p[1, 2]  # on the head of joint 2: no direction
+    expected = p.copy()
+    rot = rotation_between(p[:, -1] - p[:, 2], targets - p[:, 2])
+    expected[:, 3:] = p[:, 2:3] + np.matmul(p[:, 3:] - p[:, 2:3], rot.transpose(0, 2, 1))
+    _turn_joints_below(p, 2, targets)
+    assert np.allclose(p, expected, atol=1e-12)
+    tips = p[2:, -1] - p[2:, 2]
+    aims = targets[2:] - p[2:, 2]
+    cos = np.einsum("ki,ki->k", tips, aims) / np.linalg.norm(tips, axis=1) / np.linalg.norm(aims, axis=1)
+    assert (cos > 1.0 - 1e-12).all(), "the end effector points at the target"
