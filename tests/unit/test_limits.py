@@ -558,3 +558,27 @@ def test_ring_rejects_too_few_points() -> None:
 
 def test_module_constants() -> None:
     assert lim.INSIDE_TOLERANCE <= 1e-9
+
+
+def test_clamp_of_a_few_rows_is_the_nearest_boundary_direction() -> None:
+    """Calls with a few rows (live solving: one chain, one joint) take a fixed-step search; same exactness."""
+    rng = np.random.default_rng(2718)
+    m = 1500
+    cone = rng.uniform(0.05, 0.5 * np.pi, size=(m, 4))
+    cone[rng.random((m, 4)) < 0.05] = 0.0
+    d = unit(rng.normal(size=(m, 3)))
+    psi = rng.uniform(0, 2 * np.pi, size=(m, 1))
+    near = rng.random(m) < 0.5
+    d[near] = unit(boundary(cone, psi)[:, 0][near] + 0.05 * unit(rng.normal(size=(m, 3)))[near])
+    outside = ~cone_contains(d, cone)
+    d, cone = d[outside], cone[outside]
+    sizes = rng.integers(1, 5, size=len(d))
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    starts = starts[starts < len(d)]
+    out = np.concatenate([clamp_cone(d[s : s + n], cone[s : s + n]) for s, n in zip(starts, sizes, strict=False)])
+    ref, gap = reference_nearest(d, cone)
+    worse = angle(d, out) - angle(d, ref)
+    assert worse.max() <= 1e-9, f"clamp farther than the nearest boundary point by {worse.max():.3g} rad"
+    clear = gap > 1e-7
+    assert clear.mean() > 0.99
+    assert angle(out, ref)[clear].max() <= 1e-6
