@@ -582,3 +582,17 @@ def test_clamp_of_a_few_rows_is_the_nearest_boundary_direction() -> None:
     clear = gap > 1e-7
     assert clear.mean() > 0.99
     assert angle(out, ref)[clear].max() <= 1e-6
+
+
+@pytest.mark.parametrize("cone", [[2.98, 0.98, 3.12, 0.02], [3.1, 3.1, 0.02, 3.12], [0.5, 3.1, 3.1, 0.01]])
+def test_clamp_near_straight_backward_on_extreme_cones(cone: list[float]) -> None:
+    """Behind the bone, near-180-degree sides next to near-zero ones put two basins close together."""
+    rng = np.random.default_rng(5)
+    d = unit(np.array([0.0, -1.0, 0.0]) + 0.4 * rng.normal(size=(500, 3)))
+    c = np.repeat(np.array(cone)[None], len(d), axis=0)
+    outside = ~cone_contains(d, c)
+    d, c = d[outside], c[outside]
+    ref, _ = reference_nearest(d, c, samples=16384)
+    for out in (clamp_cone(d, c), np.concatenate([clamp_cone(d[i : i + 1], c[i : i + 1]) for i in range(len(d))])):
+        worse = angle(d, out) - angle(d, ref)
+        assert worse.max() <= 1e-9, f"clamp farther than the nearest boundary point by {worse.max():.3g} rad"
