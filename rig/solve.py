@@ -141,8 +141,8 @@ def _broken_rows(mats: F64) -> NDArray[np.bool_]:
     """(..., 4, 4) -> (...): rows that are not `usable` (NaN, inf, or Blender's clamped FLT_MAX)."""
     flat = mats.reshape(*mats.shape[:-2], -1)
     # |x| < 1e30 is False for NaN too, so one comparison covers all three.
-    broken: NDArray[np.bool_] = ~(np.abs(flat) < 1e30).all(axis=-1)
-    return broken
+    usable = (np.abs(flat) < 1e30).all(axis=-1)
+    return np.asarray(~usable, dtype=np.bool_)  # an array also for one matrix (numpy 2 stubs: bool | array)
 
 
 def check_inputs(obj: bpy.types.Object, plan: Plan, inputs: Inputs) -> str | None:
