@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from typing import NamedTuple
 
 import bpy
 import numpy as np
@@ -22,7 +23,7 @@ from ..solvers import ccd, fabrik, tree, two_bone
 from ..solvers.limits import JointLimits
 from ..solvers.types import STATUS_NAMES, ChainProblem, SolveResult, TreeProblem
 from . import armature, convert
-from .chains import ChainPlan, Group, Plan, build_plan, rig_problem, usable
+from .chains import ChainPlan, Group, Plan, build_plan, rig_problem
 from .props import bone_limits, rig_settings
 
 F64 = NDArray[np.float64]
@@ -70,9 +71,9 @@ class Inputs:
     scale: F64 | None = None
 
 
-def read_inputs(obj: bpy.types.Object, plan: Plan) -> Inputs:
-    """The current (evaluated) inputs of every planned chain, as one frame."""
-    pose = armature.pose_matrices(obj)[None]
+def read_inputs(obj: bpy.types.Object, plan: Plan, pose_now: F64 | None = None) -> Inputs:
+    """The current (evaluated) inputs of every planned chain, as one frame (`pose_now`: already read)."""
+    pose = (armature.pose_matrices(obj) if pose_now is None else pose_now)[None]
     chains = [c for g in plan.groups for c in g.chains]
     with_pole = [c for c in chains if c.pole is not None]
     mats = armature.object_matrices([c.target for c in chains] + [c.pole for c in with_pole])  # type: ignore[misc]
@@ -139,14 +140,22 @@ def rest_start_pose(sk: armature.Skeleton, plan: Plan, inputs: Inputs) -> F64:
 
 def check_inputs(obj: bpy.types.Object, plan: Plan, inputs: Inputs) -> str | None:
     """A message naming the first broken transform (NaN, inf), or None. Frame 0 is the first of the stack."""
-    sk_names = obj.pose.bones.keys()
     bad_pose = ~(np.isfinite(inputs.pose).all(axis=(2, 3)) & (np.abs(inputs.pose).max(axis=(2, 3)) < 1e30))
     if bad_pose.any():
         f, b = (int(v) for v in np.argwhere(bad_pose)[0])
-        return f"{_at(f, inputs)}bone '{sk_names[b]}' has a NaN or infinite pose: reset its transform (Alt G/R/S)"
-    for f in range(inputs.world.shape[0]):
-        if not usable(inputs.world[f]):
-            return f"{_at(f, inputs)}'{obj.name}' has a NaN or infinite transform"
+        name = obj.pose.bones[b].name
+        return f"{_at(f, inputs)}bone '{name}' has a NaN or infinite pose: reset its transform (Alt G/R/S)"
+    world = inputs.world
+    bad_world = ~(np.isfinite(world).all(axis=(1, 2)) & (np.abs(world).max(axis=(1, 2)) < 1e30))
+    if bad_world.any():
+        f = int(np.flatnonzero(bad_world)[0])
+        return f"{_at(f, inputs)}'{obj.name}' has a NaN or infinite transform"
+    every = [*inputs.targets.values(), *inputs.poles.values()]
+    if every:
+        # One check over every target and pole at once; the loop below only runs to name a broken one.
+        stacked = np.concatenate(every)
+        if np.isfinite(stacked).all() and np.abs(stacked).max() < 1e30:
+            return None
     by_index = {c.index: c for g in plan.groups for c in g.chains}
     for role, mats in (("target", inputs.targets), ("pole", inputs.poles)):
         for i, m in mats.items():
@@ -247,8 +256,7 @@ class _Work:
         self.rot[:, b] = frames
         self.matrices[:, b, :3, :3] = frames * self.scale[:, b, None, :]
         self.heads()[:, b] = heads
-        for j, bone in enumerate(bones):
-            self.solved[bone] = frames[:, j]
+        self.solved.update(zip(bones, np.moveaxis(frames, 1, 0), strict=True))
 
     def propagate(self) -> None:
         """Carry unsolved bones below solved ones along with their parents (forward kinematics on our arrays).
@@ -304,6 +312,11 @@ class _Space:
         out: F64 = np.einsum("fij,fj->fi", self.inv_world, mats[:, :, 3])[:, :3]
         return out
 
+    def points_of(self, mats: F64) -> F64:
+        """(F,K,4,4) world matrices -> (F,K,3) armature-space positions (`points` for K objects at once)."""
+        out: F64 = np.einsum("fij,fkj->fki", self.inv_world, mats[..., :, 3])[..., :3]
+        return out
+
     def rotations(self, mats: F64) -> F64:
         rot, _ = convert.rotation_parts((self.inv_world @ mats)[:, :3, :3])
         return rot
@@ -330,22 +343,50 @@ def _chain_arrays(work: _Work, rows: list[list[int]]) -> tuple[F64, ...]:
     return positions, frames, offsets, ref_local, base
 
 
-def _outcome(residuals: F64, iterations: F64, statuses: Sequence[str], tolerance: float) -> ChainOutcome:
-    worst = int(np.argmax(residuals))
-    residual = float(residuals[worst])
-    reached = bool((residuals <= tolerance * (1.0 + 1e-6)).all())
-    status = statuses[worst]
+def _message(residual: float, status: str, reached: bool, frames: int, worst: int) -> str:
     if reached:
-        message = ""
-    elif status == "UNREACHABLE":
+        return ""
+    if status == "UNREACHABLE":
         message = f"target out of reach: the tip stops {residual:.4g} short (chain fully extended or limited)"
     else:
         message = (
             f"not reached: {residual:.4g} from the target ({status.lower()}); raise Max Iterations or check the limits"
         )
-    if residuals.shape[0] > 1 and message:
-        message = f"worst frame #{worst}: {message}"
+    return f"worst frame #{worst}: {message}" if frames > 1 else message
+
+
+def _outcome(residuals: F64, iterations: F64, statuses: Sequence[str], tolerance: float) -> ChainOutcome:
+    worst = int(np.argmax(residuals))
+    residual = float(residuals[worst])
+    reached = bool((residuals <= tolerance * (1.0 + 1e-6)).all())
+    status = statuses[worst]
+    message = _message(residual, status, reached, residuals.shape[0], worst)
     return ChainOutcome(True, message, float(iterations.mean()), residual, reached, status, residuals, iterations)
+
+
+def _outcomes(residuals: F64, iterations: F64, codes: NDArray[np.int8], tolerance: float) -> list[ChainOutcome]:
+    """`_outcome` for K chains at once: (F, K) residuals, iterations and status codes -> K outcomes."""
+    f, k = residuals.shape
+    cols = np.arange(k)
+    worst = np.argmax(residuals, axis=0)
+    worst_res = residuals[worst, cols].tolist()
+    reached = (residuals <= tolerance * (1.0 + 1e-6)).all(axis=0).tolist()
+    status = [STATUS_NAMES[c] for c in codes[worst, cols].tolist()]
+    mean_its = iterations.mean(axis=0).tolist()
+    worst_l = worst.tolist()
+    return [
+        ChainOutcome(
+            True,
+            _message(worst_res[j], status[j], reached[j], f, worst_l[j]),
+            mean_its[j],
+            worst_res[j],
+            reached[j],
+            status[j],
+            residuals[:, j],
+            iterations[:, j],
+        )
+        for j in range(k)
+    ]
 
 
 # A tolerance no solve reaches: with it the iterative solvers run exactly to their iteration cap (or a stall).
@@ -383,9 +424,9 @@ def _solve_batch(
 ) -> None:
     settings = rig_settings(obj)
     f = work.matrices.shape[0]
-    goals = np.stack([space.points(inputs.targets[c.index]) for c in chains], axis=1)  # (F, K, 3)
-    nan = np.full((f, 3), np.nan)
-    poles = np.stack([space.points(inputs.poles[c.index]) if c.pole is not None else nan for c in chains], axis=1)
+    goals = space.points_of(np.stack([inputs.targets[c.index] for c in chains], axis=1))  # (F, K, 3)
+    nan = np.full((f, 4, 4), np.nan)
+    poles = space.points_of(np.stack([inputs.poles[c.index] if c.pole is not None else nan for c in chains], axis=1))
     with_rot = chains[0].use_target_rotation  # batches never mix (see _solve_levels)
     rows = [c.bones[:-1] if with_rot else c.bones for c in chains]
     tips = [c.bones[-1] for c in chains]
@@ -424,13 +465,12 @@ def _solve_batch(
     if with_rot:
         work.set_bones(tips, tip_rot, tip_heads)
     residuals = np.linalg.norm(work.tails(tips) - goals, axis=2) * space.scale[:, None]  # (F, K) world units
-    for j, c in enumerate(chains):
-        if result is not None:
-            its = result.iterations.reshape(f, k)[:, j].astype(np.float64)
-            statuses = [STATUS_NAMES[int(s)] for s in result.status.reshape(f, k)[:, j]]
-        else:
-            its, statuses = np.zeros(f), ["CONVERGED"] * f
-        report.outcomes[c.index] = _outcome(residuals[:, j], its, statuses, float(settings.tolerance))
+    if result is not None:
+        its, codes = result.iterations.reshape(f, k).astype(np.float64), result.status.reshape(f, k)
+    else:
+        its, codes = np.zeros((f, k)), np.zeros((f, k), dtype=np.int8)  # code 0: CONVERGED
+    for c, outcome in zip(chains, _outcomes(residuals, its, codes, float(settings.tolerance)), strict=True):
+        report.outcomes[c.index] = outcome
 
 
 def _solve_tree(
@@ -557,37 +597,77 @@ class Solved:
 _plans: dict[int, tuple[tuple[object, ...], Plan]] = {}  # session_uid -> (structure key, plan), live only
 
 
-def _plan_key(obj: bpy.types.Object, sk: armature.Skeleton) -> tuple[object, ...]:
+class ChainRow(NamedTuple):
+    """One chain's settings as a plan sees them (compared as a whole: any change rebuilds the plan)."""
+
+    enabled: bool
+    solver: str
+    tip_bone: str
+    chain_length: int
+    target: object  # _ref(): identity and bone parenting of the object, or None
+    pole: object
+    weight: float
+    use_target_rotation: bool
+    name: str
+
+
+ChainState = tuple[ChainRow, ...]
+
+
+def _ref(ob: bpy.types.Object | None) -> object:
+    # Not `users_scene` (it scans every scene); unlinking an object bumps the version instead (live.py).
+    return None if ob is None else (ob.as_pointer(), ob.parent_bone, ob.parent_type)
+
+
+def chain_state(obj: bpy.types.Object) -> tuple[ChainState, list[bpy.types.Object]]:
+    """Every chain setting a plan depends on (one tuple per chain), and the targets and poles themselves.
+
+    The live handler reads this once per update, for its change detection and for the plan cache.
+    """
+    rows = []
+    objects = []
+    for ch in rig_settings(obj).chains:
+        target, pole = ch.target, ch.pole
+        rows.append(
+            ChainRow(
+                ch.enabled,
+                ch.solver,
+                ch.tip_bone,
+                ch.chain_length,
+                _ref(target),
+                _ref(pole),
+                ch.weight,
+                ch.use_target_rotation,
+                ch.name,
+            )
+        )
+        objects += [ob for ob in (target, pole) if ob is not None]
+    return tuple(rows), objects
+
+
+def _plan_key(obj: bpy.types.Object, sk: armature.Skeleton, state: ChainState) -> tuple[object, ...]:
     """What a plan depends on besides per-frame numbers: chain settings, the objects they point at, bones."""
     from . import live
 
-    def ref(ob: bpy.types.Object | None) -> object:
-        # Not `users_scene` (it scans every scene); unlinking an object bumps the version instead (live.py).
-        return None if ob is None else (ob.as_pointer(), ob.parent_bone, ob.parent_type)
-
-    chains = tuple(
-        (
-            ch.enabled,
-            ch.solver,
-            ch.tip_bone,
-            ch.chain_length,
-            ref(ch.target),
-            ref(ch.pole),
-            ch.weight,
-            ch.use_target_rotation,
-            ch.name,
-        )
-        for ch in rig_settings(obj).chains
-    )
-    return (id(sk), live.settings_version(obj), obj.data.as_pointer(), chains)
+    return (id(sk), live.settings_version(obj), obj.data.as_pointer(), state)
 
 
 def forget_plans() -> None:
     _plans.clear()
 
 
+@dataclass
+class LiveReads:
+    """What the live handler already read in this update, so the solve does not read it again."""
+
+    sk: armature.Skeleton
+    state: ChainState
+    channels: armature.Channels  # every channel; the write-back updates the rotation arrays in place
+    pose: F64 | None = None  # (B,4,4) pose matrices, when the handler needed them
+
+
 def prepare(
-    obj: bpy.types.Object, only: set[int] | None = None, cached: bool = False
+    obj: bpy.types.Object, only: set[int] | None = None, cached: bool = False, reads: LiveReads | None = None
 ) -> tuple[RigReport, armature.Skeleton | None, Plan | None]:
     """Validate `obj` and its chains (optionally only the chain indices in `only`).
 
@@ -602,10 +682,10 @@ def prepare(
             if ch.enabled and (only is None or i in only):
                 report.outcomes[i] = ChainOutcome(False, problem)
         return report, None, None
-    sk = armature.skeleton(obj, trust_cache=cached)
+    sk = reads.sk if reads is not None else armature.skeleton(obj, trust_cache=cached)
     plan: Plan | None = None
     if cached and only is None:
-        key = _plan_key(obj, sk)
+        key = _plan_key(obj, sk, reads.state if reads is not None else chain_state(obj)[0])
         hit = _plans.get(obj.session_uid)
         if hit is not None and hit[0] == key:
             plan = hit[1]
@@ -621,9 +701,12 @@ def prepare(
 
 def _flat_groups(sk: armature.Skeleton, plan: Plan, scale: F64, report: RigReport) -> list[Group]:
     """Groups whose bones all have a usable pose scale in every frame; the others are reported invalid."""
+    smallest = scale.min(axis=(0, 2))  # (B,) each bone's smallest axis scale over every frame
+    if not (smallest < 1e-6).any():
+        return list(plan.groups)
     ok = []
     for g in plan.groups:
-        flat = np.flatnonzero(scale[:, g.bones].min(axis=(0, 2)) < 1e-6)
+        flat = np.flatnonzero(smallest[g.bones] < 1e-6)
         if flat.size:
             name = sk.names[g.bones[int(flat[0])]]
             msg = f"bone '{name}' is scaled to zero in the pose: reset its scale (Alt S) so the chain has length"
@@ -646,7 +729,7 @@ def solve_inputs(
 
     `smooth` (for baking) makes results vary continuously from frame to frame (see `_solve_smooth`).
     """
-    lengths = np.array([obj.data.bones[name].length for name in sk.names]) if plan.groups else np.zeros(0)
+    lengths = armature.bone_lengths(obj, sk) if plan.groups else np.zeros(0)
     pose = rest_start_pose(sk, plan, inputs) if inputs.basis is not None else inputs.pose
     rot, sc = convert.rotation_parts(pose[:, :, :3, :3])
     work = _Work(sk=sk, original=pose, matrices=pose.copy(), rot=rot, scale=sc, lengths=lengths)
@@ -655,27 +738,36 @@ def solve_inputs(
     for i, note in plan.notes.items():
         if i in report.outcomes and report.outcomes[i].valid and not report.outcomes[i].message:
             report.outcomes[i].message = note
-    bones = sorted(work.solved, key=lambda b: (int(sk.depth[b]), b))
-    if not bones:
+    if not work.solved:
         return Solved([], np.zeros((inputs.pose.shape[0], 0, 3, 3)))
-    frames = np.stack([work.solved[b] for b in bones], axis=1)  # (F, n, 3, 3)
+    solved = np.fromiter(work.solved, dtype=np.int64, count=len(work.solved))
+    order = solved[np.lexsort((solved, sk.depth[solved]))]  # parents before children
+    bones = order.tolist()
+    # `work.rot` holds every solved rotation (set_bones writes both; propagate never moves solved bones).
+    frames = work.rot[:, order]  # (F, n, 3, 3)
     parent_frames = work.parent_rot(bones)
     basis = armature.local_rotations(frames, parent_frames, sk.rest_rel[bones][None])
     return Solved(bones, basis)
 
 
 def solve_rig(
-    obj: bpy.types.Object, *, write: bool = True, only: set[int] | None = None, cached: bool = False
+    obj: bpy.types.Object,
+    *,
+    write: bool = True,
+    only: set[int] | None = None,
+    cached: bool = False,
+    reads: LiveReads | None = None,
 ) -> RigReport:
     """Solve the enabled chains of armature `obj` on its current pose; write rotations if `write`.
 
     Invalid chains are reported in the outcome (and never written); valid ones are still solved, so one
-    broken chain never stops the others.
+    broken chain never stops the others. `reads` (live solving) is what the caller read this update; its
+    channel arrays then hold exactly what was written.
     """
-    report, sk, plan = prepare(obj, only, cached)
+    report, sk, plan = prepare(obj, only, cached, reads)
     if sk is None or plan is None or not plan.groups:
         return report
-    inputs = read_inputs(obj, plan)
+    inputs = read_inputs(obj, plan, reads.pose if reads is not None else None)
     broken = check_inputs(obj, plan, inputs)
     if broken:
         report.rig_error = broken
@@ -685,7 +777,7 @@ def solve_rig(
         return report
     solved = solve_inputs(obj, sk, plan, inputs, report)
     if write and solved.bones:
-        channels = armature.read_channels(obj)
+        channels = reads.channels if reads is not None else armature.read_channels(obj)
         changed = armature.rotations_to_channels(obj, solved.bones, solved.basis[0], channels)
         armature.write_channels(obj, channels, changed)
     return report
