@@ -229,7 +229,7 @@ class _Work:
     rot: F64  # (F,B,3,3) rotation parts
     scale: F64  # (F,B,3) column scales, kept as they are
     lengths: F64  # (B,) rest bone lengths
-    solved: dict[int, F64] = field(default_factory=dict)  # bone -> (F,3,3) solved rotation
+    solved: set[int] = field(default_factory=set)  # bones set by a solve (their rotations are in `rot`)
 
     def tails(self, bones: Sequence[int]) -> F64:
         """(F, len(bones), 3) tail positions."""
@@ -256,7 +256,7 @@ class _Work:
         self.rot[:, b] = frames
         self.matrices[:, b, :3, :3] = frames * self.scale[:, b, None, :]
         self.heads()[:, b] = heads
-        self.solved.update(zip(bones, np.moveaxis(frames, 1, 0), strict=True))
+        self.solved.update(bones)
 
     def propagate(self) -> None:
         """Carry unsolved bones below solved ones along with their parents (forward kinematics on our arrays).
@@ -425,8 +425,10 @@ def _solve_batch(
     settings = rig_settings(obj)
     f = work.matrices.shape[0]
     goals = space.points_of(np.stack([inputs.targets[c.index] for c in chains], axis=1))  # (F, K, 3)
-    nan = np.full((f, 4, 4), np.nan)
-    poles = space.points_of(np.stack([inputs.poles[c.index] if c.pole is not None else nan for c in chains], axis=1))
+    poles: F64 | None = None  # (F, K, 3), NaN for the chains without a pole
+    if any(c.pole is not None for c in chains):
+        nan = np.full((f, 4, 4), np.nan)
+        poles = space.points_of(np.stack([inputs.poles[c.index] if c.pole is not None else nan for c in chains], 1))
     with_rot = chains[0].use_target_rotation  # batches never mix (see _solve_levels)
     rows = [c.bones[:-1] if with_rot else c.bones for c in chains]
     tips = [c.bones[-1] for c in chains]
@@ -442,7 +444,6 @@ def _solve_batch(
     if rows[0]:
         n = len(rows[0])
         positions, frames, offsets, ref_local, base = _chain_arrays(work, rows)
-        has_pole = any(c.pole is not None for c in chains)
         problem = ChainProblem(
             positions=positions,
             frames=frames,
@@ -450,7 +451,7 @@ def _solve_batch(
             ref_local=ref_local,
             base=base,
             targets=aims.reshape(f * k, 3),
-            poles=poles.reshape(f * k, 3) if has_pole else None,
+            poles=poles.reshape(f * k, 3) if poles is not None else None,
             limits=_tile_limits(_cached_limits(obj, work.sk, plan, rows), f),
             tolerance=float(settings.tolerance) / float(space.scale.min()),
             max_iterations=int(settings.max_iterations),
@@ -604,7 +605,9 @@ class ChainRow(NamedTuple):
     solver: str
     tip_bone: str
     chain_length: int
-    target: object  # _ref(): identity and bone parenting of the object, or None
+    # The object's identity and bone parenting, or None. Not `users_scene` (it scans every scene): unlinking
+    # an object bumps the settings version instead (live.py).
+    target: object
     pole: object
     weight: float
     use_target_rotation: bool
@@ -614,11 +617,6 @@ class ChainRow(NamedTuple):
 ChainState = tuple[ChainRow, ...]
 
 
-def _ref(ob: bpy.types.Object | None) -> object:
-    # Not `users_scene` (it scans every scene); unlinking an object bumps the version instead (live.py).
-    return None if ob is None else (ob.as_pointer(), ob.parent_bone, ob.parent_type)
-
-
 def chain_state(obj: bpy.types.Object) -> tuple[ChainState, list[bpy.types.Object]]:
     """Every chain setting a plan depends on (one tuple per chain), and the targets and poles themselves.
 
@@ -626,22 +624,28 @@ def chain_state(obj: bpy.types.Object) -> tuple[ChainState, list[bpy.types.Objec
     """
     rows = []
     objects = []
+    make = ChainRow._make  # a NamedTuple's own constructor costs several times more (every chain, every update)
     for ch in rig_settings(obj).chains:
         target, pole = ch.target, ch.pole
+        if target is not None:
+            objects.append(target)
+        if pole is not None:
+            objects.append(pole)
         rows.append(
-            ChainRow(
-                ch.enabled,
-                ch.solver,
-                ch.tip_bone,
-                ch.chain_length,
-                _ref(target),
-                _ref(pole),
-                ch.weight,
-                ch.use_target_rotation,
-                ch.name,
+            make(
+                (
+                    ch.enabled,
+                    ch.solver,
+                    ch.tip_bone,
+                    ch.chain_length,
+                    None if target is None else (target.session_uid, target.parent_bone, target.parent_type),
+                    None if pole is None else (pole.session_uid, pole.parent_bone, pole.parent_type),
+                    ch.weight,
+                    ch.use_target_rotation,
+                    ch.name,
+                )
             )
         )
-        objects += [ob for ob in (target, pole) if ob is not None]
     return tuple(rows), objects
 
 
