@@ -144,30 +144,42 @@ def basis_parts(obj: bpy.types.Object) -> tuple[F64, F64, F64]:
     return basis, out[0], out[1]
 
 
-def object_matrices(objects: Sequence[bpy.types.Object]) -> F64:
-    """(n,4,4) world matrices of `objects`, read for all of bpy.data.objects in one foreach_get.
+class WorldMatrices:
+    """The world matrices of every object in bpy.data.objects, read in one call (a snapshot).
 
     Converting Matrix objects one by one costs ~10 us each; a rig with 100 targets would spend a
     millisecond per update on that alone. Rows are found by `session_uid` (unique in the session, also
     among linked objects that share a local object's name), read for all objects in one call too.
     """
-    coll = bpy.data.objects
-    total = len(coll)
-    out = np.empty((len(objects), 4, 4))
-    missing: Sequence[int] = range(len(objects))
-    if objects and total:
-        raw = np.empty(total * 16, dtype=np.float32)
-        coll.foreach_get("matrix_world", raw)
-        uids = np.empty(total, dtype=np.int32)
-        coll.foreach_get("session_uid", uids)
-        want = np.array([ob.session_uid for ob in objects], dtype=np.int64)
-        order = np.argsort(uids, kind="stable")
-        rows = order[np.minimum(np.searchsorted(uids, want, sorter=order), total - 1)]
-        out[:] = raw.reshape(total, 4, 4)[rows].transpose(0, 2, 1)
-        missing = np.flatnonzero(uids[rows] != want).tolist()
-    for k in missing:  # not in bpy.data.objects (never expected): ask the object itself
-        out[k] = np.array(objects[k].matrix_world, dtype=np.float64)
-    return out
+
+    def __init__(self) -> None:
+        coll = bpy.data.objects
+        total = len(coll)
+        self._raw = np.empty(total * 16, dtype=np.float32)
+        self._uids = np.empty(total, dtype=np.int32)
+        if total:
+            coll.foreach_get("matrix_world", self._raw)
+            coll.foreach_get("session_uid", self._uids)
+        self._order = np.argsort(self._uids, kind="stable")
+
+    def of(self, objects: Sequence[bpy.types.Object]) -> F64:
+        """(n,4,4) world matrices of `objects`, as read when the snapshot was taken."""
+        total = self._uids.shape[0]
+        out = np.empty((len(objects), 4, 4))
+        missing: Sequence[int] = range(len(objects))
+        if objects and total:
+            want = np.array([ob.session_uid for ob in objects], dtype=np.int64)
+            rows = self._order[np.minimum(np.searchsorted(self._uids, want, sorter=self._order), total - 1)]
+            out[:] = self._raw.reshape(total, 4, 4)[rows].transpose(0, 2, 1)
+            missing = np.flatnonzero(self._uids[rows] != want).tolist()
+        for k in missing:  # not in bpy.data.objects (never expected): ask the object itself
+            out[k] = np.array(objects[k].matrix_world, dtype=np.float64)
+        return out
+
+
+def object_matrices(objects: Sequence[bpy.types.Object]) -> F64:
+    """(n,4,4) current world matrices of `objects` (see `WorldMatrices`)."""
+    return WorldMatrices().of(objects)
 
 
 def pose_tails(obj: bpy.types.Object) -> F64:

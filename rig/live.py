@@ -108,7 +108,8 @@ def _read(obj: bpy.types.Object) -> tuple[_Seen, LiveReads]:
     sk = armature.skeleton(obj, trust_cache=True)
     state, objects = chain_state(obj)
     # The armature's own matrix comes from the same one-call read as the targets and poles.
-    data = [armature.object_matrices([obj, *objects]).tobytes()]
+    world = armature.WorldMatrices()
+    data = [world.of([obj, *objects]).tobytes()]
     pose = None
     roots = _outside_parents(obj.session_uid, sk, state)
     if roots:
@@ -119,7 +120,7 @@ def _read(obj: bpy.types.Object) -> tuple[_Seen, LiveReads]:
     channels = armature.read_channels(obj, armature.ALL_CHANNELS)
     settings = (s.tolerance, s.max_iterations, s.roll_mode, s.start_from, settings_version(obj), state)
     seen = _Seen(b"".join(data), _channel_bytes(channels), settings)
-    return seen, LiveReads(sk=sk, state=state, channels=channels, pose=pose)
+    return seen, LiveReads(sk=sk, state=state, channels=channels, world=world, pose=pose)
 
 
 def _solve_live(obj: bpy.types.Object) -> None:

@@ -69,17 +69,23 @@ class Inputs:
     basis: F64 | None = None
     location: F64 | None = None
     scale: F64 | None = None
+    # (F,M,4,4) every target and pole matrix when read together (`targets`/`poles` are views of it), or None.
+    objects: F64 | None = None
 
 
-def read_inputs(obj: bpy.types.Object, plan: Plan, pose_now: F64 | None = None) -> Inputs:
-    """The current (evaluated) inputs of every planned chain, as one frame (`pose_now`: already read)."""
+def read_inputs(
+    obj: bpy.types.Object, plan: Plan, pose_now: F64 | None = None, world_now: armature.WorldMatrices | None = None
+) -> Inputs:
+    """The current (evaluated) inputs of every planned chain, as one frame (`pose_now`, `world_now`: already read)."""
     pose = (armature.pose_matrices(obj) if pose_now is None else pose_now)[None]
     chains = [c for g in plan.groups for c in g.chains]
     with_pole = [c for c in chains if c.pole is not None]
-    mats = armature.object_matrices([c.target for c in chains] + [c.pole for c in with_pole])  # type: ignore[misc]
-    targets = {c.index: mats[k][None] for k, c in enumerate(chains)}
-    poles = {c.index: mats[len(chains) + k][None] for k, c in enumerate(with_pole)}
-    inputs = Inputs(pose, np.array(obj.matrix_world, dtype=np.float64)[None], targets, poles)
+    world_mats = armature.WorldMatrices() if world_now is None else world_now
+    mats = world_mats.of([obj] + [c.target for c in chains] + [c.pole for c in with_pole])  # type: ignore[misc]
+    objects = mats[None, 1:]
+    targets = {c.index: objects[:, k] for k, c in enumerate(chains)}
+    poles = {c.index: objects[:, len(chains) + k] for k, c in enumerate(with_pole)}
+    inputs = Inputs(pose, mats[None, 0], targets, poles, objects=objects)
     if rig_settings(obj).start_from == "REST":
         basis, loc, scale = armature.basis_parts(obj)
         inputs.basis, inputs.location, inputs.scale = basis[None], loc[None], scale[None]
@@ -150,12 +156,12 @@ def check_inputs(obj: bpy.types.Object, plan: Plan, inputs: Inputs) -> str | Non
     if bad_world.any():
         f = int(np.flatnonzero(bad_world)[0])
         return f"{_at(f, inputs)}'{obj.name}' has a NaN or infinite transform"
-    every = [*inputs.targets.values(), *inputs.poles.values()]
-    if every:
-        # One check over every target and pole at once; the loop below only runs to name a broken one.
-        stacked = np.concatenate(every)
-        if np.isfinite(stacked).all() and np.abs(stacked).max() < 1e30:
-            return None
+    stacked = inputs.objects
+    if stacked is None and (inputs.targets or inputs.poles):
+        stacked = np.concatenate([*inputs.targets.values(), *inputs.poles.values()])
+    # One check over every target and pole at once; the loop below only runs to name a broken one.
+    if stacked is not None and np.isfinite(stacked).all() and np.abs(stacked).max(initial=0.0) < 1e30:
+        return None
     by_index = {c.index: c for g in plan.groups for c in g.chains}
     for role, mats in (("target", inputs.targets), ("pole", inputs.poles)):
         for i, m in mats.items():
@@ -242,12 +248,13 @@ class _Work:
         """(F, B, 3) view of the head positions."""
         return self.matrices[..., :3, 3]
 
-    def parent_rot(self, bones: Sequence[int]) -> F64:
+    def parent_rot(self, bones: Sequence[int] | NDArray[np.int64]) -> F64:
         """(F, len(bones), 3, 3) parent rotations (identity for roots)."""
         par = self.sk.parent[np.asarray(bones, dtype=np.int64)]
-        out = np.broadcast_to(np.eye(3), (self.rot.shape[0], len(par), 3, 3)).copy()
-        has = par >= 0
-        out[:, has] = self.rot[:, par[has]]
+        out: F64 = self.rot[:, par]  # a root's -1 picks the last bone: replaced just below
+        roots = par < 0
+        if roots.any():
+            out[:, roots] = np.eye(3)
         return out
 
     def set_bones(self, bones: Sequence[int], frames: F64, heads: F64) -> None:
@@ -332,14 +339,17 @@ def _chain_arrays(work: _Work, rows: list[list[int]]) -> tuple[F64, ...]:
     idx = np.asarray(rows, dtype=np.int64)  # (K, N)
     f = work.matrices.shape[0]
     k, n = idx.shape
-    heads = work.heads()[:, idx]  # (F, K, N, 3)
-    tips = work.tails(idx[:, -1].tolist())  # (F, K, 3)
-    positions = np.concatenate([heads, tips[:, :, None, :]], axis=2).reshape(f * k, n + 1, 3)
+    mats = work.matrices[:, idx]  # (F, K, N, 4, 4): one gather for the heads and the tip's axis
+    positions = np.empty((f, k, n + 1, 3))
+    positions[:, :, :n] = mats[..., :3, 3]
+    # The tip's tail, as `_Work.tails`: head + Y axis * rest length.
+    positions[:, :, n] = mats[:, :, -1, :3, 3] + mats[:, :, -1, :3, 1] * work.lengths[idx[:, -1]][None, :, None]
+    positions = positions.reshape(f * k, n + 1, 3)
     frames = work.rot[:, idx].reshape(f * k, n, 3, 3)
     deltas = positions[:, 1:] - positions[:, :-1]
     offsets = np.einsum("knji,knj->kni", frames, deltas)  # F^T @ delta: the current offsets
-    ref_local = np.tile(sk.rest_rel[idx], (f, 1, 1, 1))
-    base = work.parent_rot(idx[:, 0].tolist()).reshape(f * k, 3, 3)
+    ref_local = sk.rest_rel[idx] if f == 1 else np.tile(sk.rest_rel[idx], (f, 1, 1, 1))
+    base = work.parent_rot(idx[:, 0]).reshape(f * k, 3, 3)
     return positions, frames, offsets, ref_local, base
 
 
@@ -367,6 +377,16 @@ def _outcome(residuals: F64, iterations: F64, statuses: Sequence[str], tolerance
 def _outcomes(residuals: F64, iterations: F64, codes: NDArray[np.int8], tolerance: float) -> list[ChainOutcome]:
     """`_outcome` for K chains at once: (F, K) residuals, iterations and status codes -> K outcomes."""
     f, k = residuals.shape
+    if f == 1:
+        # Live solving (one frame): the same answers from Python floats, without a dozen numpy calls per batch.
+        limit = tolerance * (1.0 + 1e-6)
+        res, its, names = residuals[0].tolist(), iterations[0].tolist(), [STATUS_NAMES[c] for c in codes[0].tolist()]
+        return [
+            ChainOutcome(
+                True, _message(r, name, r <= limit, 1, 0), it, r, r <= limit, name, residuals[:, j], iterations[:, j]
+            )
+            for j, (r, it, name) in enumerate(zip(res, its, names, strict=True))
+        ]
     cols = np.arange(k)
     worst = np.argmax(residuals, axis=0)
     worst_res = residuals[worst, cols].tolist()
@@ -667,6 +687,7 @@ class LiveReads:
     sk: armature.Skeleton
     state: ChainState
     channels: armature.Channels  # every channel; the write-back updates the rotation arrays in place
+    world: armature.WorldMatrices  # every object's world matrix
     pose: F64 | None = None  # (B,4,4) pose matrices, when the handler needed them
 
 
@@ -771,7 +792,7 @@ def solve_rig(
     report, sk, plan = prepare(obj, only, cached, reads)
     if sk is None or plan is None or not plan.groups:
         return report
-    inputs = read_inputs(obj, plan, reads.pose if reads is not None else None)
+    inputs = read_inputs(obj, plan, *((reads.pose, reads.world) if reads is not None else ()))
     broken = check_inputs(obj, plan, inputs)
     if broken:
         report.rig_error = broken
@@ -789,17 +810,26 @@ def solve_rig(
 
 def store_status(obj: bpy.types.Object, report: RigReport) -> None:
     """Copy the outcome into each chain's read-only status, touching only what changed (no redraw storms)."""
-    for i, ch in enumerate(rig_settings(obj).chains):
+    chains = rig_settings(obj).chains
+    n = len(chains)
+    # The numeric statuses in three calls rather than three RNA reads per chain (this runs every live solve).
+    was_valid = np.empty(n, dtype=bool)
+    was_iters = np.empty(n, dtype=np.int32)
+    was_residual = np.empty(n, dtype=np.float64)
+    chains.foreach_get("is_valid", was_valid)
+    chains.foreach_get("iterations", was_iters)
+    chains.foreach_get("residual", was_residual)
+    for i, ch in enumerate(chains):
         out = report.outcomes.get(i)
         if out is None:
             valid, message, iters, residual = True, "", 0, 0.0
         else:
             valid, message, iters, residual = out.valid, out.message, round(out.iterations), out.residual
-        if ch.is_valid != valid:
+        if bool(was_valid[i]) != valid:
             ch.is_valid = valid
         if ch.message != message:
             ch.message = message
-        if ch.iterations != iters:
+        if int(was_iters[i]) != iters:
             ch.iterations = iters
-        if not math.isclose(ch.residual, residual, rel_tol=1e-3, abs_tol=1e-7):
+        if not math.isclose(float(was_residual[i]), residual, rel_tol=1e-3, abs_tol=1e-7):
             ch.residual = residual
