@@ -810,26 +810,17 @@ def solve_rig(
 
 def store_status(obj: bpy.types.Object, report: RigReport) -> None:
     """Copy the outcome into each chain's read-only status, touching only what changed (no redraw storms)."""
-    chains = rig_settings(obj).chains
-    n = len(chains)
-    # The numeric statuses in three calls rather than three RNA reads per chain (this runs every live solve).
-    was_valid = np.empty(n, dtype=bool)
-    was_iters = np.empty(n, dtype=np.int32)
-    was_residual = np.empty(n, dtype=np.float64)
-    chains.foreach_get("is_valid", was_valid)
-    chains.foreach_get("iterations", was_iters)
-    chains.foreach_get("residual", was_residual)
-    for i, ch in enumerate(chains):
+    for i, ch in enumerate(rig_settings(obj).chains):
         out = report.outcomes.get(i)
         if out is None:
             valid, message, iters, residual = True, "", 0, 0.0
         else:
             valid, message, iters, residual = out.valid, out.message, round(out.iterations), out.residual
-        if bool(was_valid[i]) != valid:
+        if ch.is_valid != valid:
             ch.is_valid = valid
         if ch.message != message:
             ch.message = message
-        if int(was_iters[i]) != iters:
+        if ch.iterations != iters:
             ch.iterations = iters
-        if not math.isclose(float(was_residual[i]), residual, rel_tol=1e-3, abs_tol=1e-7):
+        if not math.isclose(ch.residual, residual, rel_tol=1e-3, abs_tol=1e-7):
             ch.residual = residual
