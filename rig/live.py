@@ -21,7 +21,7 @@ from bpy.app.handlers import persistent
 
 from . import armature
 from .props import rig_settings
-from .solve import ChainState, LiveReads, chain_state
+from .solve import ChainState, LiveReads, chain_state, solve_rig, store_status
 
 _versions: dict[int, int] = {}  # session_uid -> settings version (cached plans compare it)
 _fingerprints: dict[int, _Seen] = {}  # session_uid -> inputs after the last solve
@@ -79,7 +79,8 @@ def _channel_bytes(channels: armature.Channels) -> bytes:
     return b"".join(a.tobytes() for a in channels.values())
 
 
-_roots: dict[int, tuple[armature.Skeleton, tuple[tuple[str, int], ...], list[int]]] = {}  # session_uid -> cached roots
+# session_uid -> (skeleton, (tip, length) of each chain, outside parents), see _outside_parents
+_roots: dict[int, tuple[armature.Skeleton, tuple[tuple[str, int], ...], list[int]]] = {}
 
 
 def _outside_parents(uid: int, sk: armature.Skeleton, state: ChainState) -> list[int]:
@@ -124,8 +125,6 @@ def _read(obj: bpy.types.Object) -> tuple[_Seen, LiveReads]:
 
 
 def _solve_live(obj: bpy.types.Object) -> None:
-    from .solve import solve_rig, store_status
-
     uid = obj.session_uid
     seen, reads = _read(obj)
     last = _fingerprints.get(uid)
