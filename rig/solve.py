@@ -23,7 +23,7 @@ from ..solvers import ccd, fabrik, tree, two_bone
 from ..solvers.limits import JointLimits
 from ..solvers.types import STATUS_NAMES, ChainProblem, SolveResult, TreeProblem
 from . import armature, convert
-from .chains import ChainPlan, Group, Plan, build_plan, rig_problem
+from .chains import ChainPlan, Group, Plan, build_plan, rig_problem, usable
 from .props import bone_limits, rig_settings
 
 F64 = NDArray[np.float64]
@@ -146,21 +146,21 @@ def rest_start_pose(sk: armature.Skeleton, plan: Plan, inputs: Inputs) -> F64:
 
 def check_inputs(obj: bpy.types.Object, plan: Plan, inputs: Inputs) -> str | None:
     """A message naming the first broken transform (NaN, inf), or None. Frame 0 is the first of the stack."""
-    bad_pose = ~(np.isfinite(inputs.pose).all(axis=(2, 3)) & (np.abs(inputs.pose).max(axis=(2, 3)) < 1e30))
-    if bad_pose.any():
+    pose, world = inputs.pose, inputs.world
+    # Whole-array tests first (one pass each); the per-matrix ones only run to name what is broken.
+    if not usable(pose):
+        bad_pose = ~(np.isfinite(pose).all(axis=(2, 3)) & (np.abs(pose).max(axis=(2, 3)) < 1e30))
         f, b = (int(v) for v in np.argwhere(bad_pose)[0])
         name = obj.pose.bones[b].name
         return f"{_at(f, inputs)}bone '{name}' has a NaN or infinite pose: reset its transform (Alt G/R/S)"
-    world = inputs.world
-    bad_world = ~(np.isfinite(world).all(axis=(1, 2)) & (np.abs(world).max(axis=(1, 2)) < 1e30))
-    if bad_world.any():
+    if not usable(world):
+        bad_world = ~(np.isfinite(world).all(axis=(1, 2)) & (np.abs(world).max(axis=(1, 2)) < 1e30))
         f = int(np.flatnonzero(bad_world)[0])
         return f"{_at(f, inputs)}'{obj.name}' has a NaN or infinite transform"
     stacked = inputs.objects
     if stacked is None and (inputs.targets or inputs.poles):
         stacked = np.concatenate([*inputs.targets.values(), *inputs.poles.values()])
-    # One check over every target and pole at once; the loop below only runs to name a broken one.
-    if stacked is not None and np.isfinite(stacked).all() and np.abs(stacked).max(initial=0.0) < 1e30:
+    if stacked is not None and usable(stacked):
         return None
     by_index = {c.index: c for g in plan.groups for c in g.chains}
     for role, mats in (("target", inputs.targets), ("pole", inputs.poles)):
