@@ -754,7 +754,9 @@ def solve_inputs(
 
     `smooth` (for baking) makes results vary continuously from frame to frame (see `_solve_smooth`).
     """
-    lengths = armature.bone_lengths(obj, sk) if plan.groups else np.zeros(0)
+    if plan.lengths is None:
+        plan.lengths = armature.bone_lengths(obj, sk) if plan.groups else np.zeros(0)
+    lengths = plan.lengths
     pose = rest_start_pose(sk, plan, inputs) if inputs.basis is not None else inputs.pose
     rot, sc = convert.rotation_parts(pose[:, :, :3, :3])
     work = _Work(sk=sk, original=pose, matrices=pose.copy(), rot=rot, scale=sc, lengths=lengths)
