@@ -6,7 +6,12 @@ second evaluates what Reach wrote (a no-op for Blender's constraint). Both there
 evaluated, solved pose. Prints medians, the time ratio and the worst tip-to-target residual (world units,
 measured from the evaluated pose).
 
-    .venv/bin/python bench/live.py [--rounds 40]
+`--floor` measures what any Python live solver pays before it solves anything, on the same rigs and
+targets: no handler at all, a do-nothing `depsgraph_update_post` handler, and a minimal one that reads the
+pose with foreach_get, writes one rotation channel with foreach_set and tags the armature (Reach's tag) so
+Blender re-evaluates the pose, against Blender's IK constraint.
+
+    .venv/bin/python bench/live.py [--rounds 40] [--floor]
 """
 
 from __future__ import annotations
@@ -108,9 +113,76 @@ def run(
     return {"ms": 1e3 * statistics.median(times), "res": max(residuals), "res_mean": statistics.fmean(residuals)}
 
 
+class _Floor:
+    """A stand-in for a live solver's handler: `minimal` reads the pose and writes one channel, no solve."""
+
+    def __init__(self, obj: bpy.types.Object, minimal: bool) -> None:
+        n = len(obj.pose.bones)
+        self.obj, self.minimal = obj, minimal
+        self.matrices = np.empty(n * 16, dtype=np.float32)
+        self.euler = np.empty(n * 3, dtype=np.float32)
+        self.turn = np.float32(0.01)
+
+    def __call__(self, scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
+        if not self.minimal:
+            return
+        bones = self.obj.pose.bones
+        bones.foreach_get("matrix", self.matrices)
+        bones.foreach_get("rotation_euler", self.euler)
+        self.euler[0] += self.turn  # a real change each update, so Blender re-evaluates a different pose
+        self.turn = -self.turn
+        bones.foreach_set("rotation_euler", self.euler)
+        self.obj.update_tag(refresh={"DATA"})
+
+
+def floor_run(build: Callable[[], rigs.Rig], mode: str, rounds: int, amplitude: float) -> float:
+    """Median ms of one update (two view_layer.update() calls, as `run`) with a stand-in handler `mode`."""
+    fresh()
+    rig = build()
+    path = trajectory(rig, rounds + 3, amplitude)
+    handlers = bpy.app.handlers.depsgraph_update_post
+    handler = _Floor(rig.obj, minimal=mode == "minimal") if mode in ("empty", "minimal") else None
+    if handler is not None:
+        handlers.append(handler)
+    if mode == "blender":
+        rigs.use_blender_ik(rig)
+    bpy.context.view_layer.update()
+    times = []
+    try:
+        for r, goals in enumerate(path):
+            for spec, goal in zip(rig.chains, goals, strict=True):
+                spec.target.location = goal
+            start = time.perf_counter()
+            bpy.context.view_layer.update()
+            bpy.context.view_layer.update()
+            if r >= 3:
+                times.append(time.perf_counter() - start)
+    finally:
+        if handler is not None:
+            handlers.remove(handler)
+    return 1e3 * statistics.median(times)
+
+
+def floor(cases: list[tuple[str, Callable[[], rigs.Rig], float]], rounds: int) -> None:
+    # Reach's own handlers stay out of these runs (the rigs have no chains, but they would still scan them).
+    live = bpy_session.submodule("rig.live")
+    live.unregister()
+    try:
+        modes = ("none", "empty", "minimal", "blender")
+        print(f"{'case':30} " + " ".join(f"{m + ' ms':>12}" for m in modes) + f" {'minimal/Blender':>16}")
+        for label, build, amp in cases:
+            ms = {m: floor_run(build, m, rounds, amp) for m in modes}
+            print(
+                f"{label:30} " + " ".join(f"{ms[m]:12.3f}" for m in modes) + f" {ms['minimal'] / ms['blender']:16.2f}"
+            )
+    finally:
+        live.register()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--floor", action="store_true", help="the cost of a Python handler that does not solve")
     args = parser.parse_args()
     bpy_session.enable_addon()
     print(f"bench/live.py on bpy {bpy.app.version_string}; median of {args.rounds} warm updates")
@@ -119,6 +191,9 @@ def main() -> None:
         ("(b) 100 chains x 10 bones", many_chains, 0.2, {}, 0.5),
         ("(c) one chain of 50 bones", long_chain, 0.06, {"tolerance": 1e-4, "max_iterations": 200}, None),
     ]
+    if args.floor:
+        floor([(label, build, amp) for label, build, amp, _, _ in cases], args.rounds)
+        bpy_session.finish(0)
     print(
         f"{'case':30} {'Reach ms':>9} {'Blender ms':>10} {'ratio':>7} {'goal':>7} {'Reach res':>10} {'Blender res':>11}"
     )

@@ -46,8 +46,10 @@ class Plan:
     groups: list[Group] = field(default_factory=list)
     errors: dict[int, str] = field(default_factory=dict)  # chain index -> message
     notes: dict[int, str] = field(default_factory=dict)  # chain index -> informative message
-    # Filled by the solve on first use and kept with a cached plan: per-batch joint limits.
+    # Filled by the solve on first use and kept with a cached plan: per-batch joint limits, and the bones'
+    # rest lengths (only an armature edit changes them, and that drops cached plans: live.py).
     limits: dict[tuple[tuple[int, ...], ...], object] = field(default_factory=dict)
+    lengths: NDArray[np.float64] | None = None
 
 
 def usable(m: NDArray[np.float64]) -> bool:

@@ -223,5 +223,13 @@ def rotation_parts(m: F64) -> tuple[F64, F64]:
     y = m[..., :, 1] / np.maximum(scale[..., 1], 1e-300)[..., None]
     x = m[..., :, 0] - np.einsum("...i,...i->...", m[..., :, 0], y)[..., None] * y
     x /= np.maximum(np.linalg.norm(x, axis=-1), 1e-300)[..., None]
-    z = np.cross(x, y)
-    return np.stack([x, y, z], axis=-1), scale
+    out = np.empty(m.shape)
+    out[..., :, 0] = x
+    out[..., :, 1] = y
+    # z = x cross y, written out: the same products as np.cross (bit for bit) without its per-call overhead.
+    x0, x1, x2 = x[..., 0], x[..., 1], x[..., 2]
+    y0, y1, y2 = y[..., 0], y[..., 1], y[..., 2]
+    out[..., 0, 2] = x1 * y2 - x2 * y1
+    out[..., 1, 2] = x2 * y0 - x0 * y2
+    out[..., 2, 2] = x0 * y1 - x1 * y0
+    return out, scale

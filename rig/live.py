@@ -11,20 +11,20 @@ re-evaluate from inside a handler (that crashed bpy 4.5 in our experiments).
 
 from __future__ import annotations
 
-import hashlib
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import bpy
-import numpy as np
 from bpy.app.handlers import persistent
 
 from . import armature
 from .props import rig_settings
+from .solve import ChainState, LiveReads, chain_state, solve_rig, store_status
 
 _versions: dict[int, int] = {}  # session_uid -> settings version (cached plans compare it)
-_fingerprints: dict[int, bytes] = {}  # session_uid -> inputs after the last solve
+_fingerprints: dict[int, _Seen] = {}  # session_uid -> inputs after the last solve
 _stats: dict[int, int] = {}  # session_uid -> number of solves (tests prove unchanged inputs cost nothing)
 _reported: dict[int, str] = {}  # session_uid -> last unexpected error printed (print each error once)
 _busy = False
@@ -58,65 +58,85 @@ def solve_count(obj: bpy.types.Object) -> int:
     return _stats.get(obj.session_uid, 0)
 
 
-def _channel_bytes(obj: bpy.types.Object) -> bytes:
-    """Every bone's rotation, location and scale channels, raw (the only inputs our own write changes)."""
-    return b"".join(a.tobytes() for a in armature.read_channels(obj, armature.ALL_CHANNELS).values())
+@dataclass
+class _Seen:
+    """The inputs of an armature's last solve. Bytes compare exactly (NaN too); settings compare as values."""
 
+    data: bytes  # world, target and pole matrices, outside parents' evaluated pose
+    channels: bytes  # every bone's rotation, location and scale channels, raw
+    settings: tuple[object, ...]
 
-def _other_inputs(obj: bpy.types.Object) -> bytes:
-    """A digest of every input except the bone channels: transforms, settings, targets, outside parents."""
-    h = hashlib.blake2b(digest_size=20)
-    s = rig_settings(obj)
-    h.update(np.array(obj.matrix_world, dtype=np.float32).tobytes())
-    h.update(repr((s.tolerance, s.max_iterations, s.roll_mode, s.start_from, settings_version(obj))).encode())
-    objects: list[bpy.types.Object] = []
-    roots: set[int] = set()
-    sk = armature.skeleton(obj, trust_cache=True)
-    index, parent_of = sk.index, sk.parent
-    for ch in s.chains:
-        h.update(
-            repr((ch.enabled, ch.solver, ch.tip_bone, ch.chain_length, ch.weight, ch.use_target_rotation)).encode()
+    def same(self, other: _Seen) -> bool:
+        # repr() only when the values differ: a NaN setting is unequal to itself but has an equal repr.
+        return (
+            self.data == other.data
+            and self.channels == other.channels
+            and (self.settings == other.settings or repr(self.settings) == repr(other.settings))
         )
-        for ob in (ch.target, ch.pole):
-            if ob is not None:
-                objects.append(ob)
-            else:
-                h.update(b"-")
-        b = index.get(ch.tip_bone, -1)
-        for _ in range(max(int(ch.chain_length) - 1, 0)):
+
+
+def _channel_bytes(channels: armature.Channels) -> bytes:
+    return b"".join(a.tobytes() for a in channels.values())
+
+
+# session_uid -> (skeleton, (tip, length) of each chain, outside parents), see _outside_parents
+_roots: dict[int, tuple[armature.Skeleton, tuple[tuple[str, int], ...], list[int]]] = {}
+
+
+def _outside_parents(uid: int, sk: armature.Skeleton, state: ChainState) -> list[int]:
+    """The parent of each chain's root bone (chains as set, valid or not), cached while tips and lengths hold."""
+    key = tuple((row.tip_bone, row.chain_length) for row in state)
+    hit = _roots.get(uid)
+    if hit is not None and hit[0] is sk and hit[1] == key:
+        return hit[2]
+    roots: set[int] = set()
+    for tip, length in key:
+        b = sk.index.get(tip, -1)
+        for _ in range(max(int(length) - 1, 0)):
             if b < 0:
                 break
-            b = int(parent_of[b])
-        if b >= 0 and parent_of[b] >= 0:
-            roots.add(int(parent_of[b]))
-    if objects:
-        h.update(armature.object_matrices(objects).astype(np.float32).tobytes())
+            b = int(sk.parent[b])
+        if b >= 0 and sk.parent[b] >= 0:
+            roots.add(int(sk.parent[b]))
+    out = sorted(roots)
+    _roots[uid] = (sk, key, out)
+    return out
+
+
+def _read(obj: bpy.types.Object) -> tuple[_Seen, LiveReads]:
+    """Everything a solve of `obj` reads, once: what the change test compares and what the solve reuses."""
+    s = rig_settings(obj)
+    sk = armature.skeleton(obj, trust_cache=True)
+    state, objects = chain_state(obj)
+    # The armature's own matrix comes from the same one-call read as the targets and poles.
+    world = armature.WorldMatrices()
+    data = [world.of([obj, *objects]).tobytes()]
+    pose = None
+    roots = _outside_parents(obj.session_uid, sk, state)
     if roots:
         # Constraints above the chain (Child Of, Copy Transforms...) move a chain's parent without
         # changing any channel: include the evaluated matrices of those outside parents.
-        mats = armature.pose_matrices(obj)
-        h.update(mats[sorted(roots)].astype(np.float32).tobytes())
-    return h.digest()
-
-
-def _combine(other: bytes, channels: bytes) -> bytes:
-    """The fingerprint of everything a solve reads (see the module docstring)."""
-    return hashlib.blake2b(other + channels, digest_size=20).digest()
+        pose = armature.pose_matrices(obj)
+        data.append(pose[roots].tobytes())
+    channels = armature.read_channels(obj, armature.ALL_CHANNELS)
+    settings = (s.tolerance, s.max_iterations, s.roll_mode, s.start_from, settings_version(obj), state)
+    seen = _Seen(b"".join(data), _channel_bytes(channels), settings)
+    return seen, LiveReads(sk=sk, state=state, channels=channels, world=world, pose=pose)
 
 
 def _solve_live(obj: bpy.types.Object) -> None:
-    from .solve import solve_rig, store_status
-
     uid = obj.session_uid
-    other = _other_inputs(obj)
-    if _fingerprints.get(uid) == _combine(other, _channel_bytes(obj)):
+    seen, reads = _read(obj)
+    last = _fingerprints.get(uid)
+    if last is not None and last.same(seen):
         return
-    report = solve_rig(obj, write=True, cached=True)
+    report = solve_rig(obj, write=True, cached=True, reads=reads)
     _stats[uid] = _stats.get(uid, 0) + 1
     store_status(obj, report)
-    # Our write changes only the bone channels: re-read those, not every input, so it does not count as a
-    # change next time.
-    _fingerprints[uid] = _combine(other, _channel_bytes(obj))
+    # Our write changed only rotation channels, and `reads.channels` now holds exactly the float32 values
+    # written (foreach_set stores them as given), so it stands for a re-read: the write is no change.
+    seen.channels = _channel_bytes(reads.channels)
+    _fingerprints[uid] = seen
 
 
 def _run(scene: bpy.types.Scene) -> None:
@@ -170,6 +190,7 @@ def on_frame_change(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> N
 def on_load(*_args: object) -> None:
     # Session uids and cached skeletons belong to the previous file.
     _fingerprints.clear()
+    _roots.clear()
     _reported.clear()
     armature.forget_cache()
     from .solve import forget_plans

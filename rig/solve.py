@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from typing import NamedTuple
 
 import bpy
 import numpy as np
@@ -22,7 +23,7 @@ from ..solvers import ccd, fabrik, tree, two_bone
 from ..solvers.limits import JointLimits
 from ..solvers.types import STATUS_NAMES, ChainProblem, SolveResult, TreeProblem
 from . import armature, convert
-from .chains import ChainPlan, Group, Plan, build_plan, rig_problem
+from .chains import ChainPlan, Group, Plan, build_plan, rig_problem, usable
 from .props import bone_limits, rig_settings
 
 F64 = NDArray[np.float64]
@@ -68,17 +69,23 @@ class Inputs:
     basis: F64 | None = None
     location: F64 | None = None
     scale: F64 | None = None
+    # (F,M,4,4) every target and pole matrix when read together (`targets`/`poles` are views of it), or None.
+    objects: F64 | None = None
 
 
-def read_inputs(obj: bpy.types.Object, plan: Plan) -> Inputs:
-    """The current (evaluated) inputs of every planned chain, as one frame."""
-    pose = armature.pose_matrices(obj)[None]
+def read_inputs(
+    obj: bpy.types.Object, plan: Plan, pose_now: F64 | None = None, world_now: armature.WorldMatrices | None = None
+) -> Inputs:
+    """The current (evaluated) inputs of every planned chain, as one frame (`pose_now`, `world_now`: already read)."""
+    pose = (armature.pose_matrices(obj) if pose_now is None else pose_now)[None]
     chains = [c for g in plan.groups for c in g.chains]
     with_pole = [c for c in chains if c.pole is not None]
-    mats = armature.object_matrices([c.target for c in chains] + [c.pole for c in with_pole])  # type: ignore[misc]
-    targets = {c.index: mats[k][None] for k, c in enumerate(chains)}
-    poles = {c.index: mats[len(chains) + k][None] for k, c in enumerate(with_pole)}
-    inputs = Inputs(pose, np.array(obj.matrix_world, dtype=np.float64)[None], targets, poles)
+    world_mats = armature.WorldMatrices() if world_now is None else world_now
+    mats = world_mats.of([obj] + [c.target for c in chains] + [c.pole for c in with_pole])  # type: ignore[misc]
+    objects = mats[None, 1:]
+    targets = {c.index: objects[:, k] for k, c in enumerate(chains)}
+    poles = {c.index: objects[:, len(chains) + k] for k, c in enumerate(with_pole)}
+    inputs = Inputs(pose, mats[None, 0], targets, poles, objects=objects)
     if rig_settings(obj).start_from == "REST":
         basis, loc, scale = armature.basis_parts(obj)
         inputs.basis, inputs.location, inputs.scale = basis[None], loc[None], scale[None]
@@ -141,20 +148,25 @@ def _broken_rows(mats: F64) -> NDArray[np.bool_]:
     """(..., 4, 4) -> (...): rows that are not `usable` (NaN, inf, or Blender's clamped FLT_MAX)."""
     flat = mats.reshape(*mats.shape[:-2], -1)
     # |x| < 1e30 is False for NaN too, so one comparison covers all three.
-    usable = (np.abs(flat) < 1e30).all(axis=-1)
-    return np.asarray(~usable, dtype=np.bool_)  # an array also for one matrix (numpy 2 stubs: bool | array)
+    fine = (np.abs(flat) < 1e30).all(axis=-1)
+    return np.asarray(~fine, dtype=np.bool_)  # an array also for one matrix (numpy 2 stubs: bool | array)
 
 
 def check_inputs(obj: bpy.types.Object, plan: Plan, inputs: Inputs) -> str | None:
     """A message naming the first broken transform (NaN, inf), or None. Frame 0 is the first of the stack."""
-    bad_pose = _broken_rows(inputs.pose)
-    if bad_pose.any():
-        f, b = (int(v) for v in np.argwhere(bad_pose)[0])
+    pose, world = inputs.pose, inputs.world
+    # Whole-array tests first (one pass each); the per-matrix ones only run to name what is broken.
+    if not usable(pose):
+        f, b = (int(v) for v in np.argwhere(_broken_rows(pose))[0])
         name = obj.pose.bones[b].name
         return f"{_at(f, inputs)}bone '{name}' has a NaN or infinite pose: reset its transform (Alt G/R/S)"
-    bad_world = _broken_rows(inputs.world)
-    if bad_world.any():
-        return f"{_at(int(np.flatnonzero(bad_world)[0]), inputs)}'{obj.name}' has a NaN or infinite transform"
+    if not usable(world):
+        return f"{_at(int(np.flatnonzero(_broken_rows(world))[0]), inputs)}'{obj.name}' has a NaN or infinite transform"
+    stacked = inputs.objects
+    if stacked is None and (inputs.targets or inputs.poles):
+        stacked = np.concatenate([*inputs.targets.values(), *inputs.poles.values()])
+    if stacked is not None and usable(stacked):
+        return None
     by_index = {c.index: c for g in plan.groups for c in g.chains}
     for role, mats in (("target", inputs.targets), ("pole", inputs.poles)):
         for i, m in mats.items():
@@ -229,7 +241,7 @@ class _Work:
     rot0: F64  # (F,B,3,3) rotation parts of `original`
     scale: F64  # (F,B,3) column scales, kept as they are
     lengths: F64  # (B,) rest bone lengths
-    solved: dict[int, F64] = field(default_factory=dict)  # bone -> (F,3,3) solved rotation
+    solved: set[int] = field(default_factory=set)  # bones set by a solve (their rotations are in `rot`)
 
     def tails(self, bones: Sequence[int]) -> F64:
         """(F, len(bones), 3) tail positions."""
@@ -242,12 +254,13 @@ class _Work:
         """(F, B, 3) view of the head positions."""
         return self.matrices[..., :3, 3]
 
-    def parent_rot(self, bones: Sequence[int]) -> F64:
+    def parent_rot(self, bones: Sequence[int] | NDArray[np.int64]) -> F64:
         """(F, len(bones), 3, 3) parent rotations (identity for roots)."""
         par = self.sk.parent[np.asarray(bones, dtype=np.int64)]
-        out = np.broadcast_to(np.eye(3), (self.rot.shape[0], len(par), 3, 3)).copy()
-        has = par >= 0
-        out[:, has] = self.rot[:, par[has]]
+        out: F64 = self.rot[:, par]  # a root's -1 picks the last bone: replaced just below
+        roots = par < 0
+        if roots.any():
+            out[:, roots] = np.eye(3)
         return out
 
     def set_bones(self, bones: Sequence[int], frames: F64, heads: F64) -> None:
@@ -256,8 +269,7 @@ class _Work:
         self.rot[:, b] = frames
         self.matrices[:, b, :3, :3] = frames * self.scale[:, b, None, :]
         self.heads()[:, b] = heads
-        for j, bone in enumerate(bones):
-            self.solved[bone] = frames[:, j]
+        self.solved.update(bones)
 
     def propagate(self) -> None:
         """Carry unsolved bones below solved ones along with their parents (forward kinematics on our arrays).
@@ -315,6 +327,11 @@ class _Space:
         out: F64 = np.einsum("fij,fj->fi", self.inv_world, mats[:, :, 3])[:, :3]
         return out
 
+    def points_of(self, mats: F64) -> F64:
+        """(F,K,4,4) world matrices -> (F,K,3) armature-space positions (`points` for K objects at once)."""
+        out: F64 = np.einsum("fij,fkj->fki", self.inv_world, mats[..., :, 3])[..., :3]
+        return out
+
     def rotations(self, mats: F64) -> F64:
         rot, _ = convert.rotation_parts((self.inv_world @ mats)[:, :3, :3])
         return rot
@@ -330,15 +347,30 @@ def _chain_arrays(work: _Work, rows: list[list[int]]) -> tuple[F64, ...]:
     idx = np.asarray(rows, dtype=np.int64)  # (K, N)
     f = work.matrices.shape[0]
     k, n = idx.shape
-    heads = work.heads()[:, idx]  # (F, K, N, 3)
-    tips = work.tails(idx[:, -1].tolist())  # (F, K, 3)
-    positions = np.concatenate([heads, tips[:, :, None, :]], axis=2).reshape(f * k, n + 1, 3)
+    mats = work.matrices[:, idx]  # (F, K, N, 4, 4): one gather for the heads and the tip's axis
+    positions = np.empty((f, k, n + 1, 3))
+    positions[:, :, :n] = mats[..., :3, 3]
+    # The tip's tail, as `_Work.tails`: head + Y axis * rest length.
+    positions[:, :, n] = mats[:, :, -1, :3, 3] + mats[:, :, -1, :3, 1] * work.lengths[idx[:, -1]][None, :, None]
+    positions = positions.reshape(f * k, n + 1, 3)
     frames = work.rot[:, idx].reshape(f * k, n, 3, 3)
     deltas = positions[:, 1:] - positions[:, :-1]
     offsets = np.einsum("knji,knj->kni", frames, deltas)  # F^T @ delta: the current offsets
-    ref_local = np.tile(sk.rest_rel[idx], (f, 1, 1, 1))
-    base = work.parent_rot(idx[:, 0].tolist()).reshape(f * k, 3, 3)
+    ref_local = sk.rest_rel[idx] if f == 1 else np.tile(sk.rest_rel[idx], (f, 1, 1, 1))
+    base = work.parent_rot(idx[:, 0]).reshape(f * k, 3, 3)
     return positions, frames, offsets, ref_local, base
+
+
+def _message(residual: float, status: str, reached: bool, frames: int, worst: int) -> str:
+    if reached:
+        return ""
+    if status == "UNREACHABLE":
+        message = f"target out of reach: the tip stops {residual:.4g} short (chain fully extended or limited)"
+    else:
+        message = (
+            f"not reached: {residual:.4g} from the target ({status.lower()}); raise Max Iterations or check the limits"
+        )
+    return f"worst frame #{worst}: {message}" if frames > 1 else message
 
 
 def _outcome(residuals: F64, iterations: F64, statuses: Sequence[str], tolerance: float) -> ChainOutcome:
@@ -346,17 +378,43 @@ def _outcome(residuals: F64, iterations: F64, statuses: Sequence[str], tolerance
     residual = float(residuals[worst])
     reached = bool((residuals <= tolerance * (1.0 + 1e-6)).all())
     status = statuses[worst]
-    if reached:
-        message = ""
-    elif status == "UNREACHABLE":
-        message = f"target out of reach: the tip stops {residual:.4g} short (chain fully extended or limited)"
-    else:
-        message = (
-            f"not reached: {residual:.4g} from the target ({status.lower()}); raise Max Iterations or check the limits"
-        )
-    if residuals.shape[0] > 1 and message:
-        message = f"worst frame #{worst}: {message}"
+    message = _message(residual, status, reached, residuals.shape[0], worst)
     return ChainOutcome(True, message, float(iterations.mean()), residual, reached, status, residuals, iterations)
+
+
+def _outcomes(residuals: F64, iterations: F64, codes: NDArray[np.int8], tolerance: float) -> list[ChainOutcome]:
+    """`_outcome` for K chains at once: (F, K) residuals, iterations and status codes -> K outcomes."""
+    f, k = residuals.shape
+    if f == 1:
+        # Live solving (one frame): the same answers from Python floats, without a dozen numpy calls per batch.
+        limit = tolerance * (1.0 + 1e-6)
+        res, its, names = residuals[0].tolist(), iterations[0].tolist(), [STATUS_NAMES[c] for c in codes[0].tolist()]
+        return [
+            ChainOutcome(
+                True, _message(r, name, r <= limit, 1, 0), it, r, r <= limit, name, residuals[:, j], iterations[:, j]
+            )
+            for j, (r, it, name) in enumerate(zip(res, its, names, strict=True))
+        ]
+    cols = np.arange(k)
+    worst = np.argmax(residuals, axis=0)
+    worst_res = residuals[worst, cols].tolist()
+    reached = (residuals <= tolerance * (1.0 + 1e-6)).all(axis=0).tolist()
+    status = [STATUS_NAMES[c] for c in codes[worst, cols].tolist()]
+    mean_its = iterations.mean(axis=0).tolist()
+    worst_l = worst.tolist()
+    return [
+        ChainOutcome(
+            True,
+            _message(worst_res[j], status[j], reached[j], f, worst_l[j]),
+            mean_its[j],
+            worst_res[j],
+            reached[j],
+            status[j],
+            residuals[:, j],
+            iterations[:, j],
+        )
+        for j in range(k)
+    ]
 
 
 # A tolerance no solve reaches: with it the iterative solvers run exactly to their iteration cap (or a stall).
@@ -387,9 +445,11 @@ def _solve_batch(
 ) -> None:
     settings = rig_settings(obj)
     f = work.matrices.shape[0]
-    goals = np.stack([space.points(inputs.targets[c.index]) for c in chains], axis=1)  # (F, K, 3)
-    nan = np.full((f, 3), np.nan)
-    poles = np.stack([space.points(inputs.poles[c.index]) if c.pole is not None else nan for c in chains], axis=1)
+    goals = space.points_of(np.stack([inputs.targets[c.index] for c in chains], axis=1))  # (F, K, 3)
+    poles: F64 | None = None  # (F, K, 3), NaN for the chains without a pole
+    if any(c.pole is not None for c in chains):
+        nan = np.full((f, 4, 4), np.nan)
+        poles = space.points_of(np.stack([inputs.poles[c.index] if c.pole is not None else nan for c in chains], 1))
     with_rot = chains[0].use_target_rotation  # batches never mix (see _solve_levels)
     rows = [c.bones[:-1] if with_rot else c.bones for c in chains]
     tips = [c.bones[-1] for c in chains]
@@ -405,7 +465,6 @@ def _solve_batch(
     if rows[0]:
         n = len(rows[0])
         positions, frames, offsets, ref_local, base = _chain_arrays(work, rows)
-        has_pole = any(c.pole is not None for c in chains)
         problem = ChainProblem(
             positions=positions,
             frames=frames,
@@ -413,7 +472,7 @@ def _solve_batch(
             ref_local=ref_local,
             base=base,
             targets=aims.reshape(f * k, 3),
-            poles=poles.reshape(f * k, 3) if has_pole else None,
+            poles=poles.reshape(f * k, 3) if poles is not None else None,
             limits=_tile_limits(_cached_limits(obj, work.sk, plan, rows), f),
             tolerance=float(settings.tolerance) / float(space.scale.min()),
             max_iterations=int(settings.max_iterations),
@@ -428,13 +487,12 @@ def _solve_batch(
     if with_rot:
         work.set_bones(tips, tip_rot, tip_heads)
     residuals = np.linalg.norm(work.tails(tips) - goals, axis=2) * space.scale[:, None]  # (F, K) world units
-    for j, c in enumerate(chains):
-        if result is not None:
-            its = result.iterations.reshape(f, k)[:, j].astype(np.float64)
-            statuses = [STATUS_NAMES[int(s)] for s in result.status.reshape(f, k)[:, j]]
-        else:
-            its, statuses = np.zeros(f), ["CONVERGED"] * f
-        report.outcomes[c.index] = _outcome(residuals[:, j], its, statuses, float(settings.tolerance))
+    if result is not None:
+        its, codes = result.iterations.reshape(f, k).astype(np.float64), result.status.reshape(f, k)
+    else:
+        its, codes = np.zeros((f, k)), np.zeros((f, k), dtype=np.int8)  # code 0: CONVERGED
+    for c, outcome in zip(chains, _outcomes(residuals, its, codes, float(settings.tolerance)), strict=True):
+        report.outcomes[c.index] = outcome
 
 
 def _solve_tree(
@@ -561,37 +619,81 @@ class Solved:
 _plans: dict[int, tuple[tuple[object, ...], Plan]] = {}  # session_uid -> (structure key, plan), live only
 
 
-def _plan_key(obj: bpy.types.Object, sk: armature.Skeleton) -> tuple[object, ...]:
+class ChainRow(NamedTuple):
+    """One chain's settings as a plan sees them (compared as a whole: any change rebuilds the plan)."""
+
+    enabled: bool
+    solver: str
+    tip_bone: str
+    chain_length: int
+    # The object's identity and bone parenting, or None. Not `users_scene` (it scans every scene): unlinking
+    # an object bumps the settings version instead (live.py).
+    target: object
+    pole: object
+    weight: float
+    use_target_rotation: bool
+    name: str
+
+
+ChainState = tuple[ChainRow, ...]
+
+
+def chain_state(obj: bpy.types.Object) -> tuple[ChainState, list[bpy.types.Object]]:
+    """Every chain setting a plan depends on (one tuple per chain), and the targets and poles themselves.
+
+    The live handler reads this once per update, for its change detection and for the plan cache.
+    """
+    rows = []
+    objects = []
+    make = ChainRow._make  # a NamedTuple's own constructor costs several times more (every chain, every update)
+    for ch in rig_settings(obj).chains:
+        target, pole = ch.target, ch.pole
+        if target is not None:
+            objects.append(target)
+        if pole is not None:
+            objects.append(pole)
+        rows.append(
+            make(
+                (
+                    ch.enabled,
+                    ch.solver,
+                    ch.tip_bone,
+                    ch.chain_length,
+                    None if target is None else (target.session_uid, target.parent_bone, target.parent_type),
+                    None if pole is None else (pole.session_uid, pole.parent_bone, pole.parent_type),
+                    ch.weight,
+                    ch.use_target_rotation,
+                    ch.name,
+                )
+            )
+        )
+    return tuple(rows), objects
+
+
+def _plan_key(obj: bpy.types.Object, sk: armature.Skeleton, state: ChainState) -> tuple[object, ...]:
     """What a plan depends on besides per-frame numbers: chain settings, the objects they point at, bones."""
     from . import live
 
-    def ref(ob: bpy.types.Object | None) -> object:
-        # Not `users_scene` (it scans every scene); unlinking an object bumps the version instead (live.py).
-        return None if ob is None else (ob.as_pointer(), ob.parent_bone, ob.parent_type)
-
-    chains = tuple(
-        (
-            ch.enabled,
-            ch.solver,
-            ch.tip_bone,
-            ch.chain_length,
-            ref(ch.target),
-            ref(ch.pole),
-            ch.weight,
-            ch.use_target_rotation,
-            ch.name,
-        )
-        for ch in rig_settings(obj).chains
-    )
-    return (id(sk), live.settings_version(obj), obj.data.as_pointer(), chains)
+    return (id(sk), live.settings_version(obj), obj.data.as_pointer(), state)
 
 
 def forget_plans() -> None:
     _plans.clear()
 
 
+@dataclass
+class LiveReads:
+    """What the live handler already read in this update, so the solve does not read it again."""
+
+    sk: armature.Skeleton
+    state: ChainState
+    channels: armature.Channels  # every channel; the write-back updates the rotation arrays in place
+    world: armature.WorldMatrices  # every object's world matrix
+    pose: F64 | None = None  # (B,4,4) pose matrices, when the handler needed them
+
+
 def prepare(
-    obj: bpy.types.Object, only: set[int] | None = None, cached: bool = False
+    obj: bpy.types.Object, only: set[int] | None = None, cached: bool = False, reads: LiveReads | None = None
 ) -> tuple[RigReport, armature.Skeleton | None, Plan | None]:
     """Validate `obj` and its chains (optionally only the chain indices in `only`).
 
@@ -606,10 +708,10 @@ def prepare(
             if ch.enabled and (only is None or i in only):
                 report.outcomes[i] = ChainOutcome(False, problem)
         return report, None, None
-    sk = armature.skeleton(obj, trust_cache=cached)
+    sk = reads.sk if reads is not None else armature.skeleton(obj, trust_cache=cached)
     plan: Plan | None = None
     if cached and only is None:
-        key = _plan_key(obj, sk)
+        key = _plan_key(obj, sk, reads.state if reads is not None else chain_state(obj)[0])
         hit = _plans.get(obj.session_uid)
         if hit is not None and hit[0] == key:
             plan = hit[1]
@@ -625,9 +727,12 @@ def prepare(
 
 def _flat_groups(sk: armature.Skeleton, plan: Plan, scale: F64, report: RigReport) -> list[Group]:
     """Groups whose bones all have a usable pose scale in every frame; the others are reported invalid."""
+    smallest = scale.min(axis=(0, 2))  # (B,) each bone's smallest axis scale over every frame
+    if not (smallest < 1e-6).any():
+        return list(plan.groups)
     ok = []
     for g in plan.groups:
-        flat = np.flatnonzero(scale[:, g.bones].min(axis=(0, 2)) < 1e-6)
+        flat = np.flatnonzero(smallest[g.bones] < 1e-6)
         if flat.size:
             name = sk.names[g.bones[int(flat[0])]]
             msg = f"bone '{name}' is scaled to zero in the pose: reset its scale (Alt S) so the chain has length"
@@ -650,7 +755,9 @@ def solve_inputs(
 
     `smooth` (for baking) makes results vary continuously from frame to frame (see `_solve_smooth`).
     """
-    lengths = np.array([obj.data.bones[name].length for name in sk.names]) if plan.groups else np.zeros(0)
+    if plan.lengths is None:
+        plan.lengths = armature.bone_lengths(obj, sk) if plan.groups else np.zeros(0)
+    lengths = plan.lengths
     pose = rest_start_pose(sk, plan, inputs) if inputs.basis is not None else inputs.pose
     rot, sc = convert.rotation_parts(pose[:, :, :3, :3])
     work = _Work(sk=sk, original=pose, matrices=pose.copy(), rot=rot, rot0=rot.copy(), scale=sc, lengths=lengths)
@@ -659,27 +766,36 @@ def solve_inputs(
     for i, note in plan.notes.items():
         if i in report.outcomes and report.outcomes[i].valid and not report.outcomes[i].message:
             report.outcomes[i].message = note
-    bones = sorted(work.solved, key=lambda b: (int(sk.depth[b]), b))
-    if not bones:
+    if not work.solved:
         return Solved([], np.zeros((inputs.pose.shape[0], 0, 3, 3)))
-    frames = np.stack([work.solved[b] for b in bones], axis=1)  # (F, n, 3, 3)
+    solved = np.fromiter(work.solved, dtype=np.int64, count=len(work.solved))
+    order = solved[np.lexsort((solved, sk.depth[solved]))]  # parents before children
+    bones = order.tolist()
+    # `work.rot` holds every solved rotation (set_bones writes both; propagate never moves solved bones).
+    frames = work.rot[:, order]  # (F, n, 3, 3)
     parent_frames = work.parent_rot(bones)
     basis = armature.local_rotations(frames, parent_frames, sk.rest_rel[bones][None])
     return Solved(bones, basis)
 
 
 def solve_rig(
-    obj: bpy.types.Object, *, write: bool = True, only: set[int] | None = None, cached: bool = False
+    obj: bpy.types.Object,
+    *,
+    write: bool = True,
+    only: set[int] | None = None,
+    cached: bool = False,
+    reads: LiveReads | None = None,
 ) -> RigReport:
     """Solve the enabled chains of armature `obj` on its current pose; write rotations if `write`.
 
     Invalid chains are reported in the outcome (and never written); valid ones are still solved, so one
-    broken chain never stops the others.
+    broken chain never stops the others. `reads` (live solving) is what the caller read this update; its
+    channel arrays then hold exactly what was written.
     """
-    report, sk, plan = prepare(obj, only, cached)
+    report, sk, plan = prepare(obj, only, cached, reads)
     if sk is None or plan is None or not plan.groups:
         return report
-    inputs = read_inputs(obj, plan)
+    inputs = read_inputs(obj, plan, *((reads.pose, reads.world) if reads is not None else ()))
     broken = check_inputs(obj, plan, inputs)
     if broken:
         report.rig_error = broken
@@ -689,7 +805,7 @@ def solve_rig(
         return report
     solved = solve_inputs(obj, sk, plan, inputs, report)
     if write and solved.bones:
-        channels = armature.read_channels(obj)
+        channels = reads.channels if reads is not None else armature.read_channels(obj)
         changed = armature.rotations_to_channels(obj, solved.bones, solved.basis[0], channels)
         armature.write_channels(obj, channels, changed)
     return report

@@ -77,6 +77,27 @@ def test_transformed_armature(solver: str) -> None:
     assert d <= TOL, f"tolerance is in world units on a scaled rig: {d:.2e} ({ch.iterations} it, {ch.message})"
 
 
+def test_linked_target_with_a_local_namesake(tmp_path: object) -> None:
+    """A target linked from a library can share its name with a local object: the chain follows its own."""
+    from pathlib import Path
+
+    rig = rigs.chain_rig(3)
+    goal = _reachable_target(rig, "b2", seed=7)
+    lib = Path(str(tmp_path)) / "targets.blend"
+    source = rigs.empty("T", goal)
+    bpy.data.libraries.write(str(lib), {source})
+    bpy.data.objects.remove(source)
+    local = rigs.empty("T", (goal[0] + 0.5, goal[1], goal[2]))  # same name, half a unit away
+    with bpy.data.libraries.load(str(lib), link=True) as (_src, dst):
+        dst.objects = ["T"]
+    linked = next(ob for ob in bpy.data.objects if ob.name == "T" and ob.library is not None)
+    bpy.context.scene.collection.objects.link(linked)
+    rigs.add_chain(rig, "b2", 3, linked)
+    rigs.update()
+    d = _dist(rigs.world_tail(rig, "b2"), goal)
+    assert d <= TOL, f"the tip should reach the linked target, not its namesake at {tuple(local.location)}: {d:.2e}"
+
+
 def test_disconnected_bones() -> None:
     rig = rigs.chain_rig(4, gap=0.3)
     assert not rig.data.bones["b1"].use_connect
