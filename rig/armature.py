@@ -207,6 +207,8 @@ def read_channels(obj: bpy.types.Object, which: tuple[tuple[str, int], ...] = RO
 
 def write_channels(obj: bpy.types.Object, channels: Channels, changed: set[str]) -> None:
     """Write back only the channel arrays that changed; untouched rows are the exact float32 read."""
+    if not changed:
+        return  # nothing moved: no write, no re-evaluation
     pose_bones = obj.pose.bones
     for attr in sorted(changed):
         pose_bones.foreach_set(attr, channels[attr].ravel())
@@ -259,17 +261,31 @@ def rotations_to_channels(
         rows = np.flatnonzero(mode_values == value)
         b = idx[rows]
         if mode == "QUATERNION":
-            prev = channels["rotation_quaternion"][b].astype(np.float64)
-            q = convert.matrix_to_quaternion(basis[rows])
-            channels["rotation_quaternion"][b] = convert.quaternion_continuous(q, prev)
-            changed.add("rotation_quaternion")
+            attr = "rotation_quaternion"
+            prev = channels[attr][b].astype(np.float64)
+            new = convert.quaternion_continuous(convert.matrix_to_quaternion(basis[rows]), prev)
         elif mode == "AXIS_ANGLE":
-            prev = channels["rotation_axis_angle"][b].astype(np.float64)
-            q = convert.matrix_to_quaternion(basis[rows])
-            channels["rotation_axis_angle"][b] = convert.quaternion_to_axis_angle(q, prev)
-            changed.add("rotation_axis_angle")
+            attr = "rotation_axis_angle"
+            prev = channels[attr][b].astype(np.float64)
+            new = convert.quaternion_to_axis_angle(convert.matrix_to_quaternion(basis[rows]), prev)
         else:
-            prev = channels["rotation_euler"][b].astype(np.float64)
-            channels["rotation_euler"][b] = convert.matrix_to_euler(basis[rows], mode, prev)
-            changed.add("rotation_euler")
+            attr = "rotation_euler"
+            prev = channels[attr][b].astype(np.float64)
+            new = convert.matrix_to_euler(basis[rows], mode, prev)
+        moved = _moved(new, channels[attr][b])
+        if moved.any():
+            channels[attr][b[moved]] = new[moved]
+            changed.add(attr)
     return changed
+
+
+def _moved(new: F64, old: NDArray[np.float32]) -> NDArray[np.bool_]:
+    """Rows whose new values differ from the stored float32 ones by more than rounding (a few ulps).
+
+    Re-solving a pose we wrote ourselves gives it back up to float32 rounding. Writing that difference
+    would move every bone below by a last bit, which changes the evaluated pose a chain below reads, and
+    the next unrelated update would solve again, and again: not writing it lets the rig settle.
+    """
+    tolerance = 1e-6 + 8.0 * np.spacing(np.abs(old)).astype(np.float64)
+    moved: NDArray[np.bool_] = (np.abs(new - old) > tolerance).any(axis=-1)
+    return moved

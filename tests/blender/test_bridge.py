@@ -273,6 +273,33 @@ def test_unchanged_inputs_are_not_solved() -> None:
     assert _dist(rigs.world_tail(rig, "b2"), target.location) <= TOL, "posing a chain bone re-solves to the target"
 
 
+def test_chain_below_a_chain_settles() -> None:
+    """A chain whose root hangs below another chain's bones must not be re-solved by unrelated updates.
+
+    Our own write moves the lower chain's parents (it is what the upper chain solves), so the lower chain's
+    inputs after a solve are our outputs: re-solving them must not write again (a last-bit difference in
+    the channels would move those parents once more and start another solve on the next update).
+    """
+    import sys
+
+    import conftest
+
+    live = sys.modules[conftest.ADDON + ".rig.live"]
+    rig = rigs.chain_rig(6)
+    rigs.add_chain(rig, "b2", 3, rigs.empty("T1", _reachable_target(rig, "b2", seed=3, spread=0.4)), name="spine")
+    rigs.add_chain(rig, "b5", 2, rigs.empty("T2", (0.6, 0.5, 4.6)), solver="TWO_BONE", name="arm")
+    other = rigs.empty("Unrelated", (5, 5, 5))
+    rigs.update()
+    rigs.update()
+    settled = live.solve_count(rig)
+    for _ in range(6):
+        other.location.x += 1.0
+        rigs.update()
+    assert live.solve_count(rig) <= settled + 1, (  # one solve may still see our last write
+        f"{live.solve_count(rig) - settled} solves for 6 unrelated updates: the rig keeps re-solving its own output"
+    )
+
+
 def test_live_off_and_solve_operator() -> None:
     rig = rigs.chain_rig(3)
     target = rigs.empty("T", (0.6, 0.2, 2.2))
