@@ -88,6 +88,17 @@ def trajectory(rig: rigs.Rig, rounds: int, amplitude: float) -> list[list[np.nda
     return out
 
 
+
+def _move_and_update(rig: rigs.Rig, goals: list[np.ndarray]) -> float:
+    """Move each chain's target to its goal; seconds for the update that follows (twice: both sides pay
+    for a fully evaluated pose)."""
+    for spec, goal in zip(rig.chains, goals, strict=True):
+        spec.target.location = goal
+    start = time.perf_counter()
+    bpy.context.view_layer.update()
+    bpy.context.view_layer.update()
+    return time.perf_counter() - start
+
 def run(
     build: Callable[[], rigs.Rig], mode: str, rounds: int, amplitude: float, reach: dict[str, object]
 ) -> dict[str, float]:
@@ -101,12 +112,7 @@ def run(
     bpy.context.view_layer.update()
     times, residuals = [], []
     for r, goals in enumerate(path):
-        for spec, goal in zip(rig.chains, goals, strict=True):
-            spec.target.location = goal
-        start = time.perf_counter()
-        bpy.context.view_layer.update()
-        bpy.context.view_layer.update()
-        elapsed = time.perf_counter() - start
+        elapsed = _move_and_update(rig, goals)
         if r >= 3:  # warm: the first rounds fill caches and Python's own
             times.append(elapsed)
             residuals.append(residual(rig))
@@ -150,13 +156,9 @@ def floor_run(build: Callable[[], rigs.Rig], mode: str, rounds: int, amplitude: 
     times = []
     try:
         for r, goals in enumerate(path):
-            for spec, goal in zip(rig.chains, goals, strict=True):
-                spec.target.location = goal
-            start = time.perf_counter()
-            bpy.context.view_layer.update()
-            bpy.context.view_layer.update()
+            elapsed = _move_and_update(rig, goals)
             if r >= 3:
-                times.append(time.perf_counter() - start)
+                times.append(elapsed)
     finally:
         if handler is not None:
             handlers.remove(handler)
