@@ -121,37 +121,35 @@ def euler_pair(m: F64, order: str) -> tuple[F64, F64]:
     return e1, e2
 
 
-def _compatible(eul: F64, old: F64) -> F64:
-    """Blender's `compatible_eul`: remove the whole turns that take an angle more than pi from the old one.
-
-    Blender >= 3.6 (!104856) wraps at pi; that also made its older half-turn fix-up a no-op, so it is gone.
-    """
-    pi_x2 = 2.0 * np.pi
-    eul = eul.copy()
-    d = eul - old
-    big = d > np.pi
-    eul[big] -= np.floor(d[big] / pi_x2 + 0.5) * pi_x2
-    small = d < -np.pi
-    eul[small] += np.floor(-d[small] / pi_x2 + 0.5) * pi_x2
-    return eul
-
-
-def choose_compatible(e1: F64, e2: F64, previous: F64) -> F64:
-    """Of two (M,3) Euler solutions, the one nearer `previous` after removing whole turns (Blender's rule)."""
-    e1 = _compatible(e1, previous)
-    e2 = _compatible(e2, previous)
-    d1 = np.abs(e1 - previous).sum(axis=1)
-    d2 = np.abs(e2 - previous).sum(axis=1)
-    return np.where((d1 > d2)[:, None], e2, e1)
-
-
 def _turns(d: F64) -> F64:
-    """Whole turns `_compatible` adds to an angle that is `d` from the old one (the same formula)."""
+    """Whole turns (signed) that bring an angle `d` away from the old one back within pi of it."""
     pi_x2 = 2.0 * np.pi
     up = np.where(d < -np.pi, np.floor(-d / pi_x2 + 0.5), 0.0)
     down = np.where(d > np.pi, np.floor(d / pi_x2 + 0.5), 0.0)
     turns: F64 = up - down
     return turns
+
+
+def _compatible(eul: F64, old: F64) -> F64:
+    """Blender's `compatible_eul`: remove the whole turns that take an angle more than pi from the old one.
+
+    Blender >= 3.6 (!104856) wraps at pi; that also made its older half-turn fix-up a no-op, so it is gone.
+    """
+    out: F64 = eul + _turns(eul - old) * (2.0 * np.pi)
+    return out
+
+
+def _prefers_second(e1: F64, e2: F64, previous: F64) -> NDArray[np.bool_]:
+    """Whether Blender's rule takes `e2` over `e1` (any leading shape, last axis the three angles)."""
+    d1 = np.abs(_compatible(e1, previous) - previous).sum(axis=-1)
+    d2 = np.abs(_compatible(e2, previous) - previous).sum(axis=-1)
+    prefers: NDArray[np.bool_] = d1 > d2
+    return prefers
+
+
+def choose_compatible(e1: F64, e2: F64, previous: F64) -> F64:
+    """Of two (M,3) Euler solutions, the one nearer `previous` after removing whole turns (Blender's rule)."""
+    return np.where(_prefers_second(e1, e2, previous)[:, None], _compatible(e2, previous), _compatible(e1, previous))
 
 
 def compatible_sequence(e1: F64, e2: F64, previous: F64) -> F64:
@@ -178,17 +176,6 @@ def compatible_sequence(e1: F64, e2: F64, previous: F64) -> F64:
     turns[1:] = _turns(chosen[1:] - chosen[:-1])
     out: F64 = chosen + pi_x2 * np.cumsum(turns, axis=0)
     return out
-
-
-def _prefers_second(e1: F64, e2: F64, previous: F64) -> NDArray[np.bool_]:
-    """Whether :func:`choose_compatible` takes `e2` (any leading shape, last axis the three angles)."""
-    pi_x2 = 2.0 * np.pi
-    d1 = e1 - previous
-    d2 = e2 - previous
-    d1 = np.abs(d1 + _turns(d1) * pi_x2).sum(axis=-1)
-    d2 = np.abs(d2 + _turns(d2) * pi_x2).sum(axis=-1)
-    prefers: NDArray[np.bool_] = d1 > d2
-    return prefers
 
 
 def matrix_to_euler(m: F64, order: str, previous: F64) -> F64:

@@ -421,17 +421,6 @@ def _outcomes(residuals: F64, iterations: F64, codes: NDArray[np.int8], toleranc
 _EXHAUST = 1e-12
 
 
-def _solve_smooth(solve: Callable[[ChainProblem], SolveResult], problem: ChainProblem) -> SolveResult:
-    """Solve so the result varies smoothly across the rows (the baked frames) of one batch.
-
-    Redundant chains have many solutions; stopping each frame as soon as it is within tolerance lands on
-    different ones (2 iterations here, 3 there) and the baked keys jitter. Running every row for the same
-    number of iterations (until the last row converges) makes each result a continuous function of its
-    target. One pass: rows that converged keep iterating alongside the others (`uniform_iterations`).
-    """
-    return solve(replace(problem, uniform_iterations=True))
-
-
 def _solve_batch(
     obj: bpy.types.Object,
     work: _Work,
@@ -477,9 +466,12 @@ def _solve_batch(
             tolerance=float(settings.tolerance) / float(space.scale.min()),
             max_iterations=int(settings.max_iterations),
             roll_mode=settings.roll_mode,
+            # A bake: redundant chains stopping each frame as soon as it is within tolerance land on
+            # different solutions (2 iterations here, 3 there) and the keys jitter; every frame running
+            # until the slowest converges keeps the result a continuous function of its target.
+            uniform_iterations=smooth and f > 1,
         )
-        solve = SOLVERS[solver]
-        result = _solve_smooth(solve, problem) if smooth and f > 1 and solver != "TWO_BONE" else solve(problem)
+        result = SOLVERS[solver](problem)
         flat = [b for row in rows for b in row]
         work.set_bones(flat, result.frames.reshape(f, k * n, 3, 3), result.positions[:, :-1].reshape(f, k * n, 3))
         if with_rot:
@@ -552,7 +544,7 @@ def _solve_tree(
         problems.append(problem)
     results = [tree.solve_tree(p) for p in problems]
     if smooth and f_count > 1:
-        # As for chains (see _solve_smooth): every frame runs the same number of iterations.
+        # As for chains (`uniform_iterations`): every frame runs the same number of iterations.
         most = max(r.iterations for r in results)
         if any(r.iterations != most for r in results):
             results = [tree.solve_tree(replace(p, tolerance=_EXHAUST, max_iterations=most)) for p in problems]
@@ -753,7 +745,7 @@ def solve_inputs(
 ) -> Solved:
     """Solve every planned group over the stacked frames of `inputs`; fill `report`; return basis rotations.
 
-    `smooth` (for baking) makes results vary continuously from frame to frame (see `_solve_smooth`).
+    `smooth` (for baking) makes results vary continuously from frame to frame (`uniform_iterations`).
     """
     if plan.lengths is None:
         plan.lengths = armature.bone_lengths(obj, sk) if plan.groups else np.zeros(0)
