@@ -49,26 +49,48 @@ def all_fcurves(action: bpy.types.Action, obj: bpy.types.Object) -> list[bpy.typ
     return [] if bag is None else list(bag.fcurves)
 
 
-def ensure_fcurve(
+def slot_fcurves(action: bpy.types.Action, handle: int | None) -> list[bpy.types.FCurve]:
+    """The F-Curves of the slot with `handle` in `action` (legacy actions: all of them).
+
+    For an action the object does not use (a copy), where `all_fcurves`' lookup through the object's slot
+    does not apply: a copy keeps its slots' handles.
+    """
+    if not SLOTTED:
+        return list(action.fcurves)
+    for layer in action.layers:
+        for strip in layer.strips:
+            for bag in getattr(strip, "channelbags", ()):  # keyframe strips (the only kind so far)
+                if bag.slot_handle == handle:
+                    return list(bag.fcurves)
+    return []
+
+
+def fcurve_map(action: bpy.types.Action, obj: bpy.types.Object) -> dict[tuple[str, int], bpy.types.FCurve]:
+    """Every F-Curve of `obj` in `action` by (data path, index): one lookup for a whole bake."""
+    return {(fc.data_path, fc.array_index): fc for fc in all_fcurves(action, obj)}
+
+
+# 5.0 takes the group's name when it creates a curve; 4.4/4.5 do not (asked once, from the RNA description).
+_ENSURE_TAKES_GROUP = SLOTTED and "group_name" in (
+    bpy.types.Action.bl_rna.functions["fcurve_ensure_for_datablock"].parameters  # type: ignore[attr-defined]
+)
+
+
+def new_fcurve(
     action: bpy.types.Action, obj: bpy.types.Object, path: str, index: int, group: str
 ) -> bpy.types.FCurve:
+    """Create the F-Curve for `path`/`index` (which must not exist yet) in the bone's group `group`."""
     if not SLOTTED:
-        fc = action.fcurves.find(path, index=index)
-        return fc if fc is not None else action.fcurves.new(path, index=index, action_group=group)
-    existing = find_fcurve(action, obj, path, index)
-    if existing is not None:
-        return existing
-    try:
+        return action.fcurves.new(path, index=index, action_group=group)
+    if _ENSURE_TAKES_GROUP:
         return action.fcurve_ensure_for_datablock(obj, path, index=index, group_name=group)  # type: ignore[call-arg]
-    except TypeError:
-        # 4.4/4.5 have no group_name; group the curve through its channelbag so it still shows per bone.
-        fc = action.fcurve_ensure_for_datablock(obj, path, index=index)
-        bag = _channelbag(action, obj)
-        if bag is not None:
-            groups = bag.groups
-            g = groups.get(group) or groups.new(group)
-            fc.group = g
-        return fc
+    # 4.4/4.5: group the curve through its channelbag so it still shows per bone.
+    fc = action.fcurve_ensure_for_datablock(obj, path, index=index)
+    bag = _channelbag(action, obj)
+    if bag is not None:
+        groups = bag.groups
+        fc.group = groups.get(group) or groups.new(group)
+    return fc
 
 
 def remove_fcurve(action: bpy.types.Action, obj: bpy.types.Object, fc: bpy.types.FCurve) -> None:
@@ -139,11 +161,10 @@ class ActionSnapshot:
         handle = getattr(ad, "action_slot_handle", None) if ad is not None else None
         return cls(obj, ad is not None, action, handle)
 
-    def remember(self, action: bpy.types.Action, path: str, index: int) -> None:
-        key = (path, index)
+    def remember(self, key: tuple[str, int], fc: bpy.types.FCurve | None) -> None:
+        """Remember the curve `key` as it is before the bake writes to it (`fc`, or None: not there yet)."""
         if key in self.curves or key in self.created:
             return
-        fc = find_fcurve(action, self.obj, path, index)
         if fc is None:
             self.created.append(key)
         else:

@@ -187,9 +187,8 @@ def _merge_keys(fc: bpy.types.FCurve, frames: F64, values: F64, opts: BakeOption
         kp.add(len(frames))
         co = np.empty((len(frames), 2), dtype=np.float32)
         co[:, 0], co[:, 1] = frames, values
+        # New keys keep every default of `add` (selected, like keys Blender inserts), as in the merge below.
         kp.foreach_set("co", co.ravel())
-        # Same as the merge path below, so a re-bake over existing keys gives identical keyframes.
-        kp.foreach_set("select_control_point", np.zeros(len(frames), dtype=np.int32))
         if linear:
             kp.foreach_set("interpolation", np.full(len(frames), _LINEAR, dtype=np.int32))
         fc.update()
@@ -208,7 +207,6 @@ def _merge_keys(fc: bpy.types.FCurve, frames: F64, values: F64, opts: BakeOption
     new["co"][:, 1] = values
     new["handle_left"][:] = new["co"]
     new["handle_right"][:] = new["co"]
-    new["select_control_point"][:] = 0
     if linear:
         new["interpolation"][:] = _LINEAR
     merged = {k: np.concatenate([old[k][~drop], new[k]]) for k in old}
@@ -354,6 +352,7 @@ def _write(
 ) -> int:
     pbs = obj.pose.bones
     action = anim.ensure_action(obj, snapshot)
+    curves = anim.fcurve_map(action, obj)
     times = np.asarray(frames, dtype=np.float64)
     by_mode: dict[str, list[int]] = {}
     for j, b in enumerate(bones):
@@ -369,7 +368,9 @@ def _write(
             keep = _reduce(times, v, opts.reduce_tolerance) if opts.reduce else np.ones(len(times), dtype=bool)
             path = pb.path_from_id(attr)
             for index in range(width):
-                snapshot.remember(action, path, index)
-                fc = anim.ensure_fcurve(action, obj, path, index, pb.name)
+                fc = curves.get((path, index))
+                snapshot.remember((path, index), fc)
+                if fc is None:
+                    fc = anim.new_fcurve(action, obj, path, index, pb.name)
                 count += _merge_keys(fc, times[keep], v[keep, index], opts, linear=opts.reduce)
     return count

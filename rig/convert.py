@@ -161,15 +161,28 @@ def compatible_sequence(e1: F64, e2: F64, previous: F64) -> F64:
     outcomes are computed for every frame at once, and only the walk through those yes/no answers is
     sequential. The whole turns are then integers summed along the frames, so every angle is its solution
     (as ``atan2`` gives it) plus a whole number of turns, as in the frame-by-frame version.
+
+    The walk itself is a prefix scan: frame i's answer is a function of frame i-1's (a yes/no -> yes/no
+    table), tables compose, and composing them in doubling strides (1, 2, 4...) gives every frame's table
+    from the first frame in log2(F) array steps instead of F.
     """
     pi_x2 = 2.0 * np.pi
     took2 = np.empty(e1.shape[:2], dtype=np.bool_)  # whether frame i takes e2
     took2[0] = _prefers_second(e1[0], e2[0], previous)
     if e1.shape[0] > 1:
-        pick_after1 = _prefers_second(e1[1:], e2[1:], e1[:-1])  # (F-1,n): the choice when frame i-1 took e1
-        pick_after2 = _prefers_second(e1[1:], e2[1:], e2[:-1])  # ... and when it took e2
-        for i in range(1, e1.shape[0]):
-            took2[i] = np.where(took2[i - 1], pick_after2[i - 1], pick_after1[i - 1])
+        # Frame i's choice when frame i-1 took e1 (if_1) and when it took e2 (if_2): (F-1, n) each.
+        if_1 = _prefers_second(e1[1:], e2[1:], e1[:-1])
+        if_2 = _prefers_second(e1[1:], e2[1:], e2[:-1])
+        stride = 1
+        while stride < if_1.shape[0]:
+            # Table i becomes (table i) after (table i - stride): look up i's answers at i-stride's.
+            late_1, late_2, early_1, early_2 = if_1[stride:], if_2[stride:], if_1[:-stride], if_2[:-stride]
+            if_1, if_2 = (
+                np.concatenate([if_1[:stride], np.where(early_1, late_2, late_1)]),
+                np.concatenate([if_2[:stride], np.where(early_2, late_2, late_1)]),
+            )
+            stride *= 2
+        took2[1:] = np.where(took2[0], if_2, if_1)
     chosen = np.where(took2[..., None], e2, e1)
     turns = np.empty_like(chosen)
     turns[0] = _turns(chosen[0] - previous)

@@ -69,12 +69,14 @@ def _evaluate(ob: bpy.types.Object, curves: list[bpy.types.FCurve], frames: list
         "rotation_axis_angle": np.tile(np.array(ob.rotation_axis_angle, dtype=np.float64), (f, 1)),
         "scale": np.tile(np.array(ob.scale, dtype=np.float64), (f, 1)),
     }
-    for fc in curves:
+    for fc, sampled in zip(curves, _sampled(ob, curves, frames), strict=True):
         if fc.mute:
             continue
-        evaluate = fc.evaluate
-        # Blender stores channel values as float32: round the same way so both paths agree exactly.
-        values[fc.data_path][:, fc.array_index] = np.array([evaluate(fr) for fr in frames], dtype=np.float32)
+        if sampled is None:
+            evaluate = fc.evaluate
+            # Blender stores channel values as float32: round the same way so both paths agree exactly.
+            sampled = np.array([evaluate(fr) for fr in frames], dtype=np.float32)
+        values[fc.data_path][:, fc.array_index] = sampled
     mode = ob.rotation_mode
     if mode == "QUATERNION":
         q = values["rotation_quaternion"]
@@ -91,6 +93,45 @@ def _evaluate(ob: bpy.types.Object, curves: list[bpy.types.FCurve], frames: list
     out[:, :3, 3] = values["location"]
     out[:, 3, 3] = 1.0
     return out
+
+
+def _sampled(
+    ob: bpy.types.Object, curves: list[bpy.types.FCurve], frames: list[int]
+) -> list[NDArray[np.float32] | None]:
+    """Each curve's value at every frame, as `FCurve.evaluate` gives it, from one C loop per curve.
+
+    `evaluate` is one Python call per frame and curve (most of a fast read). `convert_to_samples` runs the
+    same evaluation (modifiers included) over a frame range in C and stores float32 values, bit-identical to
+    `evaluate`'s. It replaces the keys, so it runs on a throwaway copy of the action, removed at once. None
+    for a curve (the caller evaluates it frame by frame) when the copy does not give it, or when the frames
+    are sparse in their range (a large step), where sampling every frame between would cost more.
+    """
+    ad = ob.animation_data
+    start, end = min(frames), max(frames)
+    if not curves or ad is None or ad.action is None or end - start + 1 > 4 * len(frames):
+        return [None] * len(curves)
+    copy = ad.action.copy()
+    try:
+        handle = getattr(ad, "action_slot_handle", None)
+        twins = {(fc.data_path, fc.array_index): fc for fc in anim.slot_fcurves(copy, handle)}
+        pick = np.asarray(frames, dtype=np.int64) - start
+        out: list[NDArray[np.float32] | None] = []
+        for fc in curves:
+            twin = twins.get((fc.data_path, fc.array_index))
+            if twin is None or fc.mute:
+                out.append(None)
+                continue
+            twin.convert_to_samples(start, end + 1)  # the end is exclusive
+            points = twin.sampled_points
+            if len(points) != end - start + 1:
+                out.append(None)
+                continue
+            co = np.empty(2 * len(points), dtype=np.float32)
+            points.foreach_get("co", co)
+            out.append(co[1::2][pick])
+        return out
+    finally:
+        bpy.data.actions.remove(copy)
 
 
 def _quat_matrix(q: F64) -> F64:

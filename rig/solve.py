@@ -470,6 +470,9 @@ def _solve_batch(
             # different solutions (2 iterations here, 3 there) and the keys jitter; every frame running
             # until the slowest converges keeps the result a continuous function of its target.
             uniform_iterations=smooth and f > 1,
+            # Every frame here comes from `convert.rotation_parts` (Gram-Schmidt in float64), a solver's
+            # output, or products of those: rotations to float64 rounding, so the solver need not re-check.
+            exact_rotations=True,
         )
         result = SOLVERS[solver](problem)
         flat = [b for row in rows for b in row]

@@ -13,7 +13,7 @@ own frame, so ``next_joint = head + frame @ offset``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -317,6 +317,13 @@ class ChainProblem:
         same number of iterations. For rows that are frames of one animation (a bake): redundant chains
         have many solutions, and stopping each frame at a different iteration lands on different ones,
         which makes the keys jitter; the same iteration count keeps the result continuous in the target.
+    exact_rotations
+        Init-only, not stored. False (default): ``frames``, ``ref_local`` and ``base`` are checked to be
+        rotations (loosely, so float32 data passes) and re-orthonormalized. True: the caller guarantees
+        they are rotations exact to float64 rounding (built by Gram-Schmidt in float64, or products of
+        such) and both steps are skipped; shapes and finiteness are still checked. The rig layer builds
+        its frames that way, and the check is most of the cost of building a problem of many frames.
+        ``dataclasses.replace`` on a problem checks again (the default).
 
     Raises
     ------
@@ -337,8 +344,9 @@ class ChainProblem:
     max_iterations: int = 30
     roll_mode: str = "KEEP"
     uniform_iterations: bool = False
+    exact_rotations: InitVar[bool] = False
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, exact_rotations: bool) -> None:
         offsets_in = np.asarray(self.offsets)
         if offsets_in.ndim != 3 or offsets_in.shape[2] != 3 or offsets_in.shape[1] < 1:
             raise ValueError(
@@ -356,9 +364,10 @@ class ChainProblem:
             ],
         )
         check_lengths("offsets", offsets)
-        frames, ref_local, base = check_rotation_groups(
-            [("frames", frames), ("ref_local", ref_local), ("base", base)]
-        )
+        if not exact_rotations:
+            frames, ref_local, base = check_rotation_groups(
+                [("frames", frames), ("ref_local", ref_local), ("base", base)]
+            )
         poles = None
         if self.poles is not None:
             poles = as_float_array("poles", self.poles, (k, 3), "(K, 3)")

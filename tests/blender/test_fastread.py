@@ -54,6 +54,32 @@ def test_fast_inputs_match_frame_set(mode: str) -> None:
         assert np.allclose(fast.poles[i], slow.poles[i], atol=1e-5)
 
 
+@pytest.mark.parametrize("step", [1, 3, 50])
+def test_sampled_curves_equal_evaluate_and_leave_no_action(step: int) -> None:
+    """Curves sampled in C (`convert_to_samples` on a throwaway copy) give `FCurve.evaluate`'s float32 values
+    bit for bit, muted curves and sparse frames fall back to `evaluate`, and the copy is gone afterwards."""
+    _rig, target, _ = _scene("XYZ")
+    fastread = bpy_session.submodule("rig.fastread")
+    anim = bpy_session.submodule("rig.anim")
+    action = target.animation_data.action
+    curves = anim.all_fcurves(action, target)
+    curves[4].mute = True
+    frames = list(range(-3, 25 if step < 50 else 200, step))
+    actions_before = list(bpy.data.actions)
+    keys_before = [anim.read_keys(fc) for fc in curves]
+    sampled = fastread._sampled(target, curves, frames)
+    assert list(bpy.data.actions) == actions_before, "the throwaway copy of the action is removed"
+    for fc, keys in zip(curves, keys_before, strict=True):
+        after = anim.read_keys(fc)
+        assert all(np.array_equal(keys[k], after[k]) for k in keys), "the target's own curves are untouched"
+    for i, (fc, values) in enumerate(zip(curves, sampled, strict=True)):
+        if i == 4 or step == 50:
+            assert values is None, "muted curves and sparse frames are left to `evaluate`"
+            continue
+        assert values is not None
+        assert np.array_equal(values, np.array([fc.evaluate(f) for f in frames], dtype=np.float32)), fc.data_path
+
+
 def test_fast_path_refuses_what_it_cannot_evaluate() -> None:
     rig, target, _ = _scene("XYZ")
     solve = bpy_session.submodule("rig.solve")

@@ -74,6 +74,29 @@ def test_frames_must_be_rotations() -> None:
         replace(p, frames=frames)
 
 
+def test_exact_rotations_skips_only_the_rotation_check() -> None:
+    """`exact_rotations=True` trusts the frames (the rig's are Gram-Schmidt in float64); nothing else."""
+    p = problem()
+    fields = {name: getattr(p, name) for name in ("positions", "frames", "offsets", "ref_local", "base", "targets")}
+    trusted = ChainProblem(**fields, exact_rotations=True)
+    for name in ("frames", "ref_local", "base"):
+        assert np.array_equal(getattr(trusted, name), getattr(p, name)), f"{name}: exact input is kept as given"
+        assert not getattr(trusted, name).flags.writeable
+    scaled = p.frames.copy()
+    scaled[1, 0] *= 2.0
+    assert np.array_equal(ChainProblem(**{**fields, "frames": scaled}, exact_rotations=True).frames, scaled), (
+        "the caller's promise is taken: no check, no re-orthonormalization"
+    )
+    with pytest.raises(ValueError, match="not a rotation"):
+        replace(ChainProblem(**{**fields, "frames": scaled}, exact_rotations=True))  # replace checks again
+    broken = p.positions.copy()
+    broken[2, 1, 0] = np.nan
+    with pytest.raises(ValueError, match=re.escape("positions[2, 1, 0] is nan")):
+        ChainProblem(**{**fields, "positions": broken}, exact_rotations=True)
+    with pytest.raises(ValueError, match="targets has shape"):
+        ChainProblem(**{**fields, "targets": p.targets[:2]}, exact_rotations=True)
+
+
 def test_settings_and_poles() -> None:
     p = problem()
     with pytest.raises(ValueError, match="roll_mode 'SPIN' is not one of 'KEEP', 'REST', 'NATURAL'"):
