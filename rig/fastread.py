@@ -62,13 +62,15 @@ def _object_curves(ob: bpy.types.Object) -> list[bpy.types.FCurve] | None:
 def _evaluate(ob: bpy.types.Object, curves: list[bpy.types.FCurve], frames: list[int]) -> F64:
     """(F,4,4) world matrices of an unparented object from its channels, F-Curves evaluated per frame."""
     f = len(frames)
-    values = {
-        "location": np.tile(np.array(ob.location, dtype=np.float64), (f, 1)),
-        "rotation_euler": np.tile(np.array(ob.rotation_euler, dtype=np.float64), (f, 1)),
-        "rotation_quaternion": np.tile(np.array(ob.rotation_quaternion, dtype=np.float64), (f, 1)),
-        "rotation_axis_angle": np.tile(np.array(ob.rotation_axis_angle, dtype=np.float64), (f, 1)),
-        "scale": np.tile(np.array(ob.scale, dtype=np.float64), (f, 1)),
+    static = {
+        "location": ob.location,
+        "rotation_euler": ob.rotation_euler,
+        "rotation_quaternion": ob.rotation_quaternion,
+        "rotation_axis_angle": ob.rotation_axis_angle,
+        "scale": ob.scale,
     }
+    # Only animated channels get a row per frame; the others stay one row and broadcast.
+    values: dict[str, F64] = {}
     for fc, sampled in zip(curves, _sampled(ob, curves, frames), strict=True):
         if fc.mute:
             continue
@@ -76,21 +78,29 @@ def _evaluate(ob: bpy.types.Object, curves: list[bpy.types.FCurve], frames: list
             evaluate = fc.evaluate
             # Blender stores channel values as float32: round the same way so both paths agree exactly.
             sampled = np.array([evaluate(fr) for fr in frames], dtype=np.float32)
-        values[fc.data_path][:, fc.array_index] = sampled
+        path = fc.data_path
+        if path not in values:
+            values[path] = np.tile(np.array(static[path], dtype=np.float64), (f, 1))
+        values[path][:, fc.array_index] = sampled
+
+    def channel(path: str) -> F64:
+        found = values.get(path)
+        return found if found is not None else np.array(static[path], dtype=np.float64)[None]
+
     mode = ob.rotation_mode
     if mode == "QUATERNION":
-        q = values["rotation_quaternion"]
+        q = channel("rotation_quaternion")
         rot = _quat_matrix(q / np.linalg.norm(q, axis=1, keepdims=True))
     elif mode == "AXIS_ANGLE":
-        aa = values["rotation_axis_angle"]
+        aa = channel("rotation_axis_angle")
         axis = aa[:, 1:] / np.maximum(np.linalg.norm(aa[:, 1:], axis=1, keepdims=True), 1e-300)
         half = 0.5 * aa[:, 0]
         rot = _quat_matrix(np.concatenate([np.cos(half)[:, None], np.sin(half)[:, None] * axis], axis=1))
     else:
-        rot = convert.euler_to_matrix(values["rotation_euler"], mode)
+        rot = convert.euler_to_matrix(channel("rotation_euler"), mode)
     out = np.zeros((f, 4, 4))
-    out[:, :3, :3] = rot * values["scale"][:, None, :]
-    out[:, :3, 3] = values["location"]
+    out[:, :3, :3] = rot * channel("scale")[:, None, :]
+    out[:, :3, 3] = channel("location")
     out[:, 3, 3] = 1.0
     return out
 
@@ -184,6 +194,7 @@ def read_all(obj: bpy.types.Object, plan: Plan, frames: list[int]) -> Inputs | N
         world=world,
         targets={c.index: mats[c.target.name] for c in chains},
         poles={c.index: mats[c.pole.name] for c in chains if c.pole is not None},
+        static=True,  # the armature is not animated here: one pose for every frame
     )
     if rig_settings(obj).start_from == "REST":
         basis, loc, scale = armature.basis_parts(obj)

@@ -71,6 +71,9 @@ class Inputs:
     scale: F64 | None = None
     # (F,M,4,4) every target and pole matrix when read together (`targets`/`poles` are views of it), or None.
     objects: F64 | None = None
+    # True when pose, world, basis, location and scale are the same in every frame (the bake's fast read:
+    # the armature is not animated). Work on them is then done once and repeated.
+    static: bool = False
 
 
 def read_inputs(
@@ -738,6 +741,10 @@ def _flat_groups(sk: armature.Skeleton, plan: Plan, scale: F64, report: RigRepor
     return ok
 
 
+def _first(a: F64 | None) -> F64 | None:
+    return None if a is None else a[:1]
+
+
 def solve_inputs(
     obj: bpy.types.Object,
     sk: armature.Skeleton,
@@ -753,8 +760,23 @@ def solve_inputs(
     if plan.lengths is None:
         plan.lengths = armature.bone_lengths(obj, sk) if plan.groups else np.zeros(0)
     lengths = plan.lengths
-    pose = rest_start_pose(sk, plan, inputs) if inputs.basis is not None else inputs.pose
-    rot, sc = convert.rotation_parts(pose[:, :, :3, :3])
+    f = inputs.pose.shape[0]
+    if inputs.static and f > 1:
+        # The same start in every frame: work it out for one frame and repeat it.
+        first = replace(
+            inputs,
+            pose=inputs.pose[:1],
+            basis=_first(inputs.basis),
+            location=_first(inputs.location),
+            scale=_first(inputs.scale),
+            static=False,
+        )
+        pose1 = rest_start_pose(sk, plan, first) if first.basis is not None else first.pose
+        rot1, sc1 = convert.rotation_parts(pose1[:, :, :3, :3])
+        pose, rot, sc = (np.repeat(a, f, axis=0) for a in (pose1, rot1, sc1))
+    else:
+        pose = rest_start_pose(sk, plan, inputs) if inputs.basis is not None else inputs.pose
+        rot, sc = convert.rotation_parts(pose[:, :, :3, :3])
     work = _Work(sk=sk, original=pose, matrices=pose.copy(), rot=rot, rot0=rot.copy(), scale=sc, lengths=lengths)
     groups = _flat_groups(sk, plan, sc, report)
     _solve_levels(obj, work, plan, groups, inputs, _Space.of(inputs.world), report, smooth)

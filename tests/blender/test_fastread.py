@@ -80,6 +80,26 @@ def test_sampled_curves_equal_evaluate_and_leave_no_action(step: int) -> None:
         assert np.array_equal(values, np.array([fc.evaluate(f) for f in frames], dtype=np.float32)), fc.data_path
 
 
+def test_static_inputs_solve_as_every_frame_does() -> None:
+    """The fast read marks the pose as the same in every frame; solving the start pose once and repeating it
+    gives the bake exactly what working it out per frame gives."""
+    from dataclasses import replace
+
+    rig, _, _ = _scene("XYZ")
+    rig.reach_ik.start_from = "REST"
+    rig.pose.bones["b0"].rotation_mode = "XYZ"
+    rig.pose.bones["b0"].location = (0.0, 0.05, 0.0)  # a channel the rest start keeps
+    solve = bpy_session.submodule("rig.solve")
+    fastread = bpy_session.submodule("rig.fastread")
+    report, sk, plan = solve.prepare(rig)
+    fast = fastread.read_all(rig, plan, list(range(1, 21)))
+    assert fast is not None and fast.static
+    once = solve.solve_inputs(rig, sk, plan, fast, report, smooth=True)
+    every = solve.solve_inputs(rig, sk, plan, replace(fast, static=False), solve.RigReport(), smooth=True)
+    assert once.bones == every.bones
+    assert np.array_equal(once.basis, every.basis)
+
+
 def test_fast_path_refuses_what_it_cannot_evaluate() -> None:
     rig, target, _ = _scene("XYZ")
     solve = bpy_session.submodule("rig.solve")
