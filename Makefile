@@ -43,6 +43,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	@echo "== tier 1: ruff + mypy =="
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	@mkdir -p .typecheck && ln -sfn .. .typecheck/reach_ik
 	MYPYPATH=.typecheck $(PY) -m mypy -p reach_ik
 	@echo "lint: 1 passed, 0 failed" > $(RESULTS)/lint.txt

@@ -88,7 +88,6 @@ def trajectory(rig: rigs.Rig, rounds: int, amplitude: float) -> list[list[np.nda
     return out
 
 
-
 def _move_and_update(rig: rigs.Rig, goals: list[np.ndarray]) -> float:
     """Move each chain's target to its goal; seconds for the update that follows (twice: both sides pay
     for a fully evaluated pose)."""
@@ -98,6 +97,7 @@ def _move_and_update(rig: rigs.Rig, goals: list[np.ndarray]) -> float:
     bpy.context.view_layer.update()
     bpy.context.view_layer.update()
     return time.perf_counter() - start
+
 
 def run(
     build: Callable[[], rigs.Rig], mode: str, rounds: int, amplitude: float, reach: dict[str, object]

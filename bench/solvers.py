@@ -95,8 +95,9 @@ def best_time(fn: Callable[[], object], repeats: int) -> float:
 
 
 def subset(rig: Rig, rows: slice) -> Rig:
-    return Rig(rig.root[rows], rig.base[rows], rig.ref_local[rows], rig.offsets[rows], rig.positions[rows],
-               rig.frames[rows])
+    return Rig(
+        rig.root[rows], rig.base[rows], rig.ref_local[rows], rig.offsets[rows], rig.positions[rows], rig.frames[rows]
+    )
 
 
 def comfortable_rig(seed: int, k: int, n: int) -> tuple[Rig, np.ndarray]:
@@ -127,8 +128,10 @@ def batched_vs_loop(
             t_batch = best_time(lambda p=problem: solver(p), repeats)
             # The loop runs chain after chain until the time budget is spent, then scales to K: chains are
             # in random order, so the sample is representative.
-            singles = [subset(rig, slice(i, i + 1)).problem(targets[i : i + 1], tolerance=tol,
-                                                            max_iterations=200) for i in range(k)]
+            singles = [
+                subset(rig, slice(i, i + 1)).problem(targets[i : i + 1], tolerance=tol, max_iterations=200)
+                for i in range(k)
+            ]
             start = time.perf_counter()
             sample = 0
             while sample < k and (sample < 3 or time.perf_counter() - start < loop_budget):
@@ -138,8 +141,10 @@ def batched_vs_loop(
             ratio = t_loop / t_batch
             ratios[(n, k)] = ratio
             note = "" if sample == k else f"loop timed on {sample} chains, scaled to {k}"
-            print(f"{n:>4} {k:>6} {t_batch * 1e3:>11.2f} {t_loop * 1e3:>10.1f} {ratio:>7.1f}x  "
-                  f"{result.iterations.mean():6.1f}/{result.iterations.max():<4d}   {note}")
+            print(
+                f"{n:>4} {k:>6} {t_batch * 1e3:>11.2f} {t_loop * 1e3:>10.1f} {ratio:>7.1f}x  "
+                f"{result.iterations.mean():6.1f}/{result.iterations.max():<4d}   {note}"
+            )
     return ratios
 
 
@@ -153,9 +158,11 @@ def fabrik_vs_ccd(k: int, n: int) -> None:
         r = solver(problem)
         dt = time.perf_counter() - start
         it = r.iterations[r.reached]
-        print(f"  {name:6s} reached {r.reached.mean() * 100:5.1f}%  iterations mean {it.mean():6.1f}  "
-              f"median {np.median(it):5.1f}  p90 {np.percentile(it, 90):6.1f}  max {r.iterations.max():5d}  "
-              f"time {dt * 1e3:7.1f} ms")
+        print(
+            f"  {name:6s} reached {r.reached.mean() * 100:5.1f}%  iterations mean {it.mean():6.1f}  "
+            f"median {np.median(it):5.1f}  p90 {np.percentile(it, 90):6.1f}  max {r.iterations.max():5d}  "
+            f"time {dt * 1e3:7.1f} ms"
+        )
 
 
 def random_vs_uniform(k: int, n: int, repeats: int) -> None:
@@ -165,21 +172,30 @@ def random_vs_uniform(k: int, n: int, repeats: int) -> None:
     r = solve_fabrik(random_problem)
     hard = int(np.argmax(r.iterations))
     # Uniform: every chain is the same chain with the same target (the batch's slowest one).
-    same = Rig(*(np.repeat(a[hard : hard + 1], k, axis=0) for a in (rig.root, rig.base, rig.ref_local,
-                                                                    rig.offsets, rig.positions, rig.frames)))
-    uniform_problem = same.problem(np.repeat(targets[hard : hard + 1], k, axis=0), tolerance=1e-4,
-                                   max_iterations=200)
+    same = Rig(
+        *(
+            np.repeat(a[hard : hard + 1], k, axis=0)
+            for a in (rig.root, rig.base, rig.ref_local, rig.offsets, rig.positions, rig.frames)
+        )
+    )
+    uniform_problem = same.problem(np.repeat(targets[hard : hard + 1], k, axis=0), tolerance=1e-4, max_iterations=200)
     u = solve_fabrik(uniform_problem)
     t_random = best_time(lambda: solve_fabrik(random_problem), repeats)
     t_uniform = best_time(lambda: solve_fabrik(uniform_problem), repeats)
     print(f"\nRandom vs uniform targets (FABRIK, K={k}, N={n}, tol 1e-4)")
-    print(f"  random : {t_random * 1e3:7.2f} ms   chain-iterations {r.iterations.sum():6d} "
-          f"(max {r.iterations.max()} per chain)")
-    print(f"  uniform: {t_uniform * 1e3:7.2f} ms   chain-iterations {u.iterations.sum():6d} "
-          f"(every chain = the random batch's slowest)")
-    print(f"  random costs {t_random / t_uniform:4.2f} of K x the slowest chain (uniform) while needing "
-          f"{r.iterations.sum() / (k * r.iterations.max()):4.2f} of its chain-iterations; the difference is "
-          "the fixed per-iteration cost (numpy calls) of the last few slow chains")
+    print(
+        f"  random : {t_random * 1e3:7.2f} ms   chain-iterations {r.iterations.sum():6d} "
+        f"(max {r.iterations.max()} per chain)"
+    )
+    print(
+        f"  uniform: {t_uniform * 1e3:7.2f} ms   chain-iterations {u.iterations.sum():6d} "
+        f"(every chain = the random batch's slowest)"
+    )
+    print(
+        f"  random costs {t_random / t_uniform:4.2f} of K x the slowest chain (uniform) while needing "
+        f"{r.iterations.sum() / (k * r.iterations.max()):4.2f} of its chain-iterations; the difference is "
+        "the fixed per-iteration cost (numpy calls) of the last few slow chains"
+    )
     single = best_time(lambda: solve_fabrik(replace(random_problem, **_rows(random_problem, hard))), repeats)
     print(f"  the slowest chain alone: {single * 1e3:6.2f} ms (the floor for any batch containing it)")
 
@@ -187,8 +203,14 @@ def random_vs_uniform(k: int, n: int, repeats: int) -> None:
 def _rows(problem: ChainProblem, k: int) -> dict[str, object]:
     """Arrays of chain ``k`` alone, for :func:`dataclasses.replace`."""
     s = slice(k, k + 1)
-    return {"positions": problem.positions[s], "frames": problem.frames[s], "offsets": problem.offsets[s],
-            "ref_local": problem.ref_local[s], "base": problem.base[s], "targets": problem.targets[s]}
+    return {
+        "positions": problem.positions[s],
+        "frames": problem.frames[s],
+        "offsets": problem.offsets[s],
+        "ref_local": problem.ref_local[s],
+        "base": problem.base[s],
+        "targets": problem.targets[s],
+    }
 
 
 def two_bone_and_tree(repeats: int) -> None:
@@ -197,10 +219,15 @@ def two_bone_and_tree(repeats: int) -> None:
     t = best_time(lambda: solve_two_bone(problem), repeats)
     print(f"\nTwo-bone analytic, K=1000: {t * 1e3:.2f} ms ({t * 1e6 / 1000:.2f} us per chain)")
     rng = np.random.default_rng(5)
-    hand_offsets = [np.array(v) for v in ([-0.1, 0.5, 0], [0, 0.55, 0.02], [0.1, 0.5, 0], [0.2, 0.45, 0],
-                                          [-0.2, 0.3, 0.1])]
-    tree = make_tree(rng, parents=[-1, 0, 1, 2, 3, 1, 5, 6, 1, 8, 9, 1, 11, 12, 12, 1, 15],
-                     effectors=[4, 7, 10, 13, 14, 16], offset_children={1: hand_offsets})
+    hand_offsets = [
+        np.array(v) for v in ([-0.1, 0.5, 0], [0, 0.55, 0.02], [0.1, 0.5, 0], [0.2, 0.45, 0], [-0.2, 0.3, 0.1])
+    ]
+    tree = make_tree(
+        rng,
+        parents=[-1, 0, 1, 2, 3, 1, 5, 6, 1, 8, 9, 1, 11, 12, 12, 1, 15],
+        effectors=[4, 7, 10, 13, 14, 16],
+        offset_children={1: hand_offsets},
+    )
     times, iters, reached = [], [], []
     for _ in range(10):
         _, _, tails = tree.pose(random_rotations(rng, (17,), 1.0))
@@ -210,9 +237,11 @@ def two_bone_and_tree(repeats: int) -> None:
         times.append(time.perf_counter() - start)
         iters.append(res.iterations)
         reached.append(res.reached.all())
-    print(f"Tree (hand: 17 bones, 6 effectors, rigid offset fork), tol 1e-3: median {np.median(times) * 1e3:.1f} ms, "
-          f"iterations median {np.median(iters):.0f} (max {max(iters)}), all reached in {sum(reached)}/10, "
-          f"{np.median(np.array(times) / np.array(iters)) * 1e6:.0f} us per iteration")
+    print(
+        f"Tree (hand: 17 bones, 6 effectors, rigid offset fork), tol 1e-3: median {np.median(times) * 1e3:.1f} ms, "
+        f"iterations median {np.median(iters):.0f} (max {max(iters)}), all reached in {sum(reached)}/10, "
+        f"{np.median(np.array(times) / np.array(iters)) * 1e6:.0f} us per iteration"
+    )
 
 
 def bench_limits_cost(repeats: int) -> None:
@@ -247,8 +276,9 @@ def bench_limits_cost(repeats: int) -> None:
 
     n, iterations = 10, 10
     print(f"\nLimits cost (N={n}, {iterations} fixed iterations, limits on every bone; goal <= 2x)")
-    print(f"  {'solver':6s} {'K':>5}  {'none':>9}  {'never bind':>22}  {'binding':>22}   ms/iter "
-          "(in apply_joint_limits)")
+    print(
+        f"  {'solver':6s} {'K':>5}  {'none':>9}  {'never bind':>22}  {'binding':>22}   ms/iter (in apply_joint_limits)"
+    )
     frames_module.apply_joint_limits = timed  # type: ignore[assignment]
     try:
         for k in (1000, 10):
@@ -256,8 +286,7 @@ def bench_limits_cost(repeats: int) -> None:
             # An unreachable tolerance forces exactly `iterations` iterations on every chain.
             base = rig.problem(targets, tolerance=1e-300, max_iterations=iterations)
             loose = ChainProblem(**{**base.__dict__, "limits": make_limits(k, n, [3.1] * 4, [-np.pi, np.pi])})
-            binding = ChainProblem(**{**base.__dict__, "limits": make_limits(k, n, [1.2, 0.8, 1.0, 1.0],
-                                                                             [-0.5, 0.5])})
+            binding = ChainProblem(**{**base.__dict__, "limits": make_limits(k, n, [1.2, 0.8, 1.0, 1.0], [-0.5, 0.5])})
             reps = repeats if k > 100 else 5 * repeats
             for name, solver in (("FABRIK", solve_fabrik), ("CCD", solve_ccd)):
                 cells = []
@@ -288,8 +317,10 @@ def bench_limits_cost(repeats: int) -> None:
         args_inside = (ref, clamped, cone, flags, twist, flags)
         t_clamp = best_time(lambda a=args: limits_module.apply_joint_limits(*a), 5 * repeats)
         t_inside = best_time(lambda a=args_inside: limits_module.apply_joint_limits(*a), 5 * repeats)
-        print(f"  apply_joint_limits alone, M={m:>4}: {outside.mean():4.0%} outside the cone "
-              f"{t_clamp * 1e6:8.0f} us ({t_clamp / m * 1e6:6.1f} us/row); all inside {t_inside * 1e6:6.0f} us")
+        print(
+            f"  apply_joint_limits alone, M={m:>4}: {outside.mean():4.0%} outside the cone "
+            f"{t_clamp * 1e6:8.0f} us ({t_clamp / m * 1e6:6.1f} us/row); all inside {t_inside * 1e6:6.0f} us"
+        )
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -299,14 +330,14 @@ def bench_limits_cost(repeats: int) -> None:
 
 def load_solvers(rev: str) -> ModuleType:
     """The ``solvers`` package of git revision ``rev``, imported as a separate package ``solvers_<rev>``."""
-    data = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "solvers"], check=True,
-                          capture_output=True).stdout
+    data = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "solvers"], check=True, capture_output=True).stdout
     folder = Path(tempfile.mkdtemp(prefix="reach_ik_solvers_"))
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(folder)
     name = f"solvers_{rev.replace('-', '_').replace('.', '_')}"
-    spec = importlib.util.spec_from_file_location(name, folder / "solvers" / "__init__.py",
-                                                  submodule_search_locations=[str(folder / "solvers")])
+    spec = importlib.util.spec_from_file_location(
+        name, folder / "solvers" / "__init__.py", submodule_search_locations=[str(folder / "solvers")]
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -316,15 +347,30 @@ def load_solvers(rev: str) -> ModuleType:
 
 def chain_problem(pkg: ModuleType, rig: Rig, targets: np.ndarray, **kwargs: Any) -> Any:
     """``rig.problem(targets, ...)`` built with package ``pkg``'s ChainProblem."""
-    return pkg.ChainProblem(positions=rig.positions, frames=rig.frames, offsets=rig.offsets,
-                            ref_local=rig.ref_local, base=rig.base, targets=targets, **kwargs)
+    return pkg.ChainProblem(
+        positions=rig.positions,
+        frames=rig.frames,
+        offsets=rig.offsets,
+        ref_local=rig.ref_local,
+        base=rig.base,
+        targets=targets,
+        **kwargs,
+    )
 
 
 def tree_problem(pkg: ModuleType, rig: TreeRig, targets: np.ndarray, **kwargs: Any) -> Any:
-    return pkg.TreeProblem(parents=rig.parents, heads=rig.heads, frames=rig.frames,
-                           head_offsets=rig.head_offsets, tail_offsets=rig.tail_offsets,
-                           ref_local=rig.ref_local, base=rig.base, effectors=rig.effectors, targets=targets,
-                           **kwargs)
+    return pkg.TreeProblem(
+        parents=rig.parents,
+        heads=rig.heads,
+        frames=rig.frames,
+        head_offsets=rig.head_offsets,
+        tail_offsets=rig.tail_offsets,
+        ref_local=rig.ref_local,
+        base=rig.base,
+        effectors=rig.effectors,
+        targets=targets,
+        **kwargs,
+    )
 
 
 def interleaved(pkgs: list[ModuleType], repeats: int) -> Iterator[tuple[int, ModuleType]]:
@@ -349,8 +395,16 @@ def track(pkg: ModuleType, solver: str, rig: Rig, rounds: int, amplitude: float,
     times, iterations, residuals, reached = [], [], [], []
     for r, goal in enumerate(goals):
         start = time.perf_counter()
-        problem = pkg.ChainProblem(positions=positions, frames=frames, offsets=rig.offsets,
-                                   ref_local=rig.ref_local, base=rig.base, targets=goal, poles=poles, **kwargs)
+        problem = pkg.ChainProblem(
+            positions=positions,
+            frames=frames,
+            offsets=rig.offsets,
+            ref_local=rig.ref_local,
+            base=rig.base,
+            targets=goal,
+            poles=poles,
+            **kwargs,
+        )
         result = solve(problem)
         elapsed = time.perf_counter() - start
         positions, frames = result.positions, result.frames
@@ -378,8 +432,12 @@ def compare(before: ModuleType, after: ModuleType, quick: bool) -> None:
     cases = [
         ("(i) FABRIK spine K=1 N=3", "solve_fabrik", zigzag_rig(3, 0.2, 0.1), {}),
         ("(i) CCD tail K=1 N=6", "solve_ccd", zigzag_rig(6, 0.13, 0.3), {}),
-        ("(i) two-bone arms K=2 N=2", "solve_two_bone", zigzag_rig(2, 0.27, 0.15, k=2),
-         {"poles": np.array([[0.0, 0.5, 1.0], [0.0, 0.5, 1.0]])}),
+        (
+            "(i) two-bone arms K=2 N=2",
+            "solve_two_bone",
+            zigzag_rig(2, 0.27, 0.15, k=2),
+            {"poles": np.array([[0.0, 0.5, 1.0], [0.0, 0.5, 1.0]])},
+        ),
     ]
     for label, solver, rig, extra in cases:
         times: list[list[float]] = [[], []]
@@ -409,8 +467,9 @@ def compare(before: ModuleType, after: ModuleType, quick: bool) -> None:
         for i, pkg in enumerate(pkgs):
             for seed in seeds:
                 goal, _ = rig3.pose(quaternion_pose(np.random.default_rng(seed), (1, 3), 0.6))
-                res = getattr(pkg, name)(chain_problem(pkg, rig3, goal[:, -1].copy(), tolerance=4e-4,
-                                                       max_iterations=30))
+                res = getattr(pkg, name)(
+                    chain_problem(pkg, rig3, goal[:, -1].copy(), tolerance=4e-4, max_iterations=30)
+                )
                 reached[i] += float(res.reached[0]) / len(seeds)
                 iters[i] += float(res.iterations[0]) / len(seeds)
         label = name.removeprefix("solve_").upper()
@@ -420,8 +479,13 @@ def compare(before: ModuleType, after: ModuleType, quick: bool) -> None:
     # (iii) batched vs loop, FABRIK 1000 x 10, tol 1e-4.
     rig, targets = comfortable_rig(42, 1000, 10)
     problems = [chain_problem(pkg, rig, targets, tolerance=1e-4, max_iterations=200) for pkg in pkgs]
-    singles = [[chain_problem(pkg, subset(rig, slice(j, j + 1)), targets[j : j + 1], tolerance=1e-4,
-                              max_iterations=200) for j in range(1000)] for pkg in pkgs]
+    singles = [
+        [
+            chain_problem(pkg, subset(rig, slice(j, j + 1)), targets[j : j + 1], tolerance=1e-4, max_iterations=200)
+            for j in range(1000)
+        ]
+        for pkg in pkgs
+    ]
     t_batch, t_loop = [np.inf, np.inf], [np.inf, np.inf]
     # Minimum over interleaved repeats for both sides: the least disturbed run of each.
     for i, pkg in interleaved(pkgs, 2 if quick else 4):
@@ -449,10 +513,15 @@ def compare(before: ModuleType, after: ModuleType, quick: bool) -> None:
 
     # (v) the hand tree.
     rng = np.random.default_rng(5)
-    hand_offsets = [np.array(v) for v in ([-0.1, 0.5, 0], [0, 0.55, 0.02], [0.1, 0.5, 0], [0.2, 0.45, 0],
-                                          [-0.2, 0.3, 0.1])]
-    tree = make_tree(rng, parents=[-1, 0, 1, 2, 3, 1, 5, 6, 1, 8, 9, 1, 11, 12, 12, 1, 15],
-                     effectors=[4, 7, 10, 13, 14, 16], offset_children={1: hand_offsets})
+    hand_offsets = [
+        np.array(v) for v in ([-0.1, 0.5, 0], [0, 0.55, 0.02], [0.1, 0.5, 0], [0.2, 0.45, 0], [-0.2, 0.3, 0.1])
+    ]
+    tree = make_tree(
+        rng,
+        parents=[-1, 0, 1, 2, 3, 1, 5, 6, 1, 8, 9, 1, 11, 12, 12, 1, 15],
+        effectors=[4, 7, 10, 13, 14, 16],
+        offset_children={1: hand_offsets},
+    )
     goals = [tree.pose(random_rotations(rng, (17,), 1.0))[2][tree.effectors] for _ in range(10 if quick else 30)]
     tree_ms: list[list[float]] = [[], []]
     tree_it: list[list[float]] = [[], []]
@@ -483,8 +552,9 @@ def compare(before: ModuleType, after: ModuleType, quick: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats (well under a minute)")
-    parser.add_argument("--before", default=BEFORE_REV,
-                        help=f"git revision to compare against (default {BEFORE_REV}; 'none' to skip)")
+    parser.add_argument(
+        "--before", default=BEFORE_REV, help=f"git revision to compare against (default {BEFORE_REV}; 'none' to skip)"
+    )
     parser.add_argument("--compare-only", action="store_true", help="only the before/after table")
     args = parser.parse_args()
     repeats = 2 if args.quick else 3
@@ -502,14 +572,18 @@ def main() -> None:
     # Headline first: FABRIK K=1000, N=10, tol 1e-4, full per-chain loop (no sampling).
     rig, targets = comfortable_rig(42, 1000, 10)
     problem = rig.problem(targets, tolerance=1e-4, max_iterations=200)
-    singles = [subset(rig, slice(i, i + 1)).problem(targets[i : i + 1], tolerance=1e-4, max_iterations=200)
-               for i in range(1000)]
+    singles = [
+        subset(rig, slice(i, i + 1)).problem(targets[i : i + 1], tolerance=1e-4, max_iterations=200)
+        for i in range(1000)
+    ]
     # Best of several runs for both sides: the machine may be busy, and the minimum is the least disturbed.
     t_batch = best_time(lambda: solve_fabrik(problem), 3 * repeats)
     t_loop = best_time(lambda: [solve_fabrik(p) for p in singles], 1 if args.quick else 2)
-    print(f"\nHEADLINE FABRIK 1000 chains x 10 bones, random reachable targets, tol 1e-4: batched "
-          f"{t_batch * 1e3:.1f} ms, per-chain loop {t_loop * 1e3:.0f} ms -> batched is "
-          f"{t_loop / t_batch:.1f}x faster (goal >= 30x)")
+    print(
+        f"\nHEADLINE FABRIK 1000 chains x 10 bones, random reachable targets, tol 1e-4: batched "
+        f"{t_batch * 1e3:.1f} ms, per-chain loop {t_loop * 1e3:.0f} ms -> batched is "
+        f"{t_loop / t_batch:.1f}x faster (goal >= 30x)"
+    )
 
     batched_vs_loop(solve_fabrik, "FABRIK", ks, ns, 1e-4, repeats, budget)
     batched_vs_loop(solve_ccd, "CCD", ks, [10] if args.quick else [2, 10], 1e-4, repeats, budget)

@@ -280,14 +280,26 @@ def gui_screenshot(blend: Path, out_png: Path) -> str:
         )
         # tools/gui_setup.py (shared with the e2e GUI test) opens the Reach IK tab on the tentacle in Pose Mode.
         options = {
-            "armature": "Tentacle", "bone": "seg.004", "frame": 50,
+            "armature": "Tentacle",
+            "bone": "seg.004",
+            "frame": 50,
             "view": {"location": [-0.2, 0.0, 1.0], "distance": 7.5},
         }
         tmp_png = Path(tmp) / "shot.png"
         args = [
-            str(shot), str(tmp_png), "--size", "1600x900", "--wait", "6", "--", str(blend),
-            "--enable-event-simulate", "--python-expr", f"import builtins; builtins.REACH_GUI = {options!r}",
-            "--python", str(ROOT / "tools" / "gui_setup.py"),
+            str(shot),
+            str(tmp_png),
+            "--size",
+            "1600x900",
+            "--wait",
+            "6",
+            "--",
+            str(blend),
+            "--enable-event-simulate",
+            "--python-expr",
+            f"import builtins; builtins.REACH_GUI = {options!r}",
+            "--python",
+            str(ROOT / "tools" / "gui_setup.py"),
         ]
         proc = subprocess.run(args, env=env, capture_output=True, text=True, cwd=ROOT)
         if proc.returncode != 0 or not tmp_png.exists():

@@ -90,8 +90,12 @@ def _collection_for(context: Context, obj: Object) -> bpy.types.Collection:
 
 
 def _new_empty(
-    context: Context, rig: Object, name: str, matrix: Matrix, size: float,
-    display: Literal['PLAIN_AXES', 'SPHERE'],
+    context: Context,
+    rig: Object,
+    name: str,
+    matrix: Matrix,
+    size: float,
+    display: Literal["PLAIN_AXES", "SPHERE"],
 ) -> Object:
     ob = bpy.data.objects.new(name, None)
     ob.empty_display_type = display
@@ -165,11 +169,15 @@ class REACH_OT_chain_add(Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     length: IntProperty(
-        name="Length", description="Bones counted up from the tip; 0 = from the selected bones (or 2)",
-        default=0, min=0, soft_max=64,
+        name="Length",
+        description="Bones counted up from the tip; 0 = from the selected bones (or 2)",
+        default=0,
+        min=0,
+        soft_max=64,
     )
     add_pole: BoolProperty(
-        name="Add Pole", description="Two-bone chains: also create a pole Empty in front of the current bend",
+        name="Add Pole",
+        description="Two-bone chains: also create a pole Empty in front of the current bend",
         default=True,
     )
 
@@ -303,7 +311,8 @@ class REACH_OT_chain_move(Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     direction: EnumProperty(
-        name="Direction", items=[("UP", "Up", "Move up the list"), ("DOWN", "Down", "Move down the list")],
+        name="Direction",
+        items=[("UP", "Up", "Move up the list"), ("DOWN", "Down", "Move down the list")],
         default="UP",
     )
 
@@ -323,8 +332,11 @@ class REACH_OT_chain_move(Operator):
             return {"CANCELLED"}
         j = i - 1 if self.direction == "UP" else i + 1
         if not 0 <= j < count:
-            self.report({"INFO"}, f"Reach IK: chain '{settings.chains[i].name}' is already at the "
-                        f"{'top' if self.direction == 'UP' else 'bottom'}")
+            self.report(
+                {"INFO"},
+                f"Reach IK: chain '{settings.chains[i].name}' is already at the "
+                f"{'top' if self.direction == 'UP' else 'bottom'}",
+            )
             return {"CANCELLED"}
         settings.chains.move(i, j)
         settings.active_chain_index = j
@@ -421,9 +433,9 @@ class REACH_OT_chains_from_hierarchy(Operator):
                 children[p].append(name)
         rest = armature_data(obj).bones
         pivots = frozenset(
-            name for name, p in parents.items()
-            if p is not None
-            and (rest[name].head_local - rest[p].head_local).length <= 1e-6 * max(rest[p].length, 1e-3)
+            name
+            for name, p in parents.items()
+            if p is not None and (rest[name].head_local - rest[p].head_local).length <= 1e-6 * max(rest[p].length, 1e-3)
         )
         chains = hierarchy_chains(parents, children, pivots)
         if self.selected_only:
@@ -445,7 +457,11 @@ class REACH_OT_chains_from_hierarchy(Operator):
             # Chain bones must be contiguous parents: with deform_only, skipped bones in between count too.
             length = len(_parent_line(tip)) - len(_parent_line(pbs[names[0]])) + 1
             target = _new_empty(
-                context, obj, f"{tip.name}.target", _tip_matrix(obj, tip), max(0.3 * tip.length * scale, 1e-4),
+                context,
+                obj,
+                f"{tip.name}.target",
+                _tip_matrix(obj, tip),
+                max(0.3 * tip.length * scale, 1e-4),
                 "SPHERE",
             )
             ch = settings.chains.add()
@@ -564,8 +580,10 @@ class REACH_OT_limits_preset(Operator):
         preset = getattr(properties, "preset", "BALL")
         text = next((p[2] for p in PRESET_ITEMS if p[0] == preset), "")
         return f"{text}. Sets the active and selected pose bones' limits"
+
     selected: BoolProperty(
-        name="Selected Bones Too", description="Also set the selected pose bones, not only the active one",
+        name="Selected Bones Too",
+        description="Also set the selected pose bones, not only the active one",
         default=True,
     )
 

@@ -76,9 +76,7 @@ _ENSURE_TAKES_GROUP = SLOTTED and "group_name" in (
 )
 
 
-def new_fcurve(
-    action: bpy.types.Action, obj: bpy.types.Object, path: str, index: int, group: str
-) -> bpy.types.FCurve:
+def new_fcurve(action: bpy.types.Action, obj: bpy.types.Object, path: str, index: int, group: str) -> bpy.types.FCurve:
     """Create the F-Curve for `path`/`index` (which must not exist yet) in the bone's group `group`."""
     if not SLOTTED:
         return action.fcurves.new(path, index=index, action_group=group)

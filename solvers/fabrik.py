@@ -142,8 +142,6 @@ def solve_fabrik(problem: ChainProblem) -> SolveResult:
     >>> result = solve_fabrik(problem)  # doctest: +SKIP
     >>> result.positions[:, -1]  # end effectors, within problem.tolerance of the targets when reached
     """
-    limited = problem.limits is not None and bool(
-        np.any(problem.limits.use_cone) or np.any(problem.limits.use_twist)
-    )
+    limited = problem.limits is not None and bool(np.any(problem.limits.use_cone) or np.any(problem.limits.use_twist))
     step = fabrik_step_limited if limited else fabrik_step
     return solve_chains(problem, step, track_frames=limited)

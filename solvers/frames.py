@@ -143,8 +143,18 @@ class ChainBatch:
         hinted = ~np.isnan(hints[:, 0])
         # The constructor rather than dataclasses.replace, which is several times slower (the source's
         # cached arrays carry over).
-        return ChainBatch(batch.idx, True, positions, None, lengths, batch.root, batch.targets, hints,
-                          hinted if hinted.any() else None, source)
+        return ChainBatch(
+            batch.idx,
+            True,
+            positions,
+            None,
+            lengths,
+            batch.root,
+            batch.targets,
+            hints,
+            hinted if hinted.any() else None,
+            source,
+        )
 
     def _rows(self, arr: F64) -> F64:
         return arr if self.full else arr[self.idx]
@@ -323,9 +333,7 @@ def forward_sweep(batch: ChainBatch, aims: F64) -> tuple[F64, F64]:
             current = matvec(ref, batch.directions[:, i])
         # An aim on the head gives no direction: the bone keeps the one its roll mode starts from.
         direction = normalize(aims[:, i + 1] - head, current)
-        frame = aim_frames(
-            direction, batch.directions[:, i], batch.keep_frames[:, i], ref, batch.roll_mode, current
-        )
+        frame = aim_frames(direction, batch.directions[:, i], batch.keep_frames[:, i], ref, batch.roll_mode, current)
         if ref is not None:
             frame = limit_frames(ref, frame, batch.limits, i)
         frames[:, i] = frame
@@ -349,8 +357,12 @@ def _independent_sweep(batch: ChainBatch, aims: F64) -> tuple[F64, F64]:
     current = batch.keep_directions
     direction = normalize(segments, current)
     flat = aim_frames(
-        direction.reshape(-1, 3), batch.directions.reshape(-1, 3), batch.keep_frames.reshape(-1, 3, 3), None,
-        "KEEP", current.reshape(-1, 3),
+        direction.reshape(-1, 3),
+        batch.directions.reshape(-1, 3),
+        batch.keep_frames.reshape(-1, 3, 3),
+        None,
+        "KEEP",
+        current.reshape(-1, 3),
     )
     frames = flat.reshape(a, n, 3, 3)
     steps = np.empty((a, n + 1, 3))
@@ -431,9 +443,7 @@ def natural_bend(batch: ChainBatch, targets: F64) -> F64:
     rest_bend = chain_bend(rest, batch.root, rest_chord)
     scale = batch.lengths.sum(axis=1)
     straight = norms(rest_bend) <= STRAIGHT * scale
-    rest_bend = np.where(
-        straight[:, None], _frame_bend(rest_frames[:, 0], rest_chord), normalize(rest_bend)
-    )
+    rest_bend = np.where(straight[:, None], _frame_bend(rest_frames[:, 0], rest_chord), normalize(rest_bend))
     chord = normalize(targets - batch.root, rest_chord)
     normal = np.cross(rest_chord, rest_bend)
     turned = matvec(minimal_rotation(rest_chord, chord, fallback_axis=normal), rest_bend)

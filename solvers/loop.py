@@ -366,8 +366,15 @@ def iterate(
 
 
 def restart_from_rest(
-    batch: ChainBatch, chord: F64, outcome: LoopOutcome, step: Step, tolerance: float, max_iterations: int,
-    track_frames: bool, polished: bool, uniform: bool = False,
+    batch: ChainBatch,
+    chord: F64,
+    outcome: LoopOutcome,
+    step: Step,
+    tolerance: float,
+    max_iterations: int,
+    track_frames: bool,
+    polished: bool,
+    uniform: bool = False,
 ) -> LoopOutcome:
     """With joint limits, solve the chains that stopped short again from two other starts; keep the best.
 
@@ -388,8 +395,16 @@ def restart_from_rest(
 
 
 def _restart(
-    batch: ChainBatch, chord: F64, outcome: LoopOutcome, step: Step, tolerance: float, max_iterations: int,
-    track_frames: bool, polished: bool, toward: bool, uniform: bool,
+    batch: ChainBatch,
+    chord: F64,
+    outcome: LoopOutcome,
+    step: Step,
+    tolerance: float,
+    max_iterations: int,
+    track_frames: bool,
+    polished: bool,
+    toward: bool,
+    uniform: bool,
 ) -> LoopOutcome:
     """One restart of :func:`restart_from_rest`: from the rest pose, or (``toward``) straight at the target."""
     short = outcome.status != CONVERGED

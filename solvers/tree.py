@@ -163,9 +163,7 @@ class _TreeSolver:
         """Effector tails of the warm-start pose."""
         p = self.problem
         bones = p.effectors
-        return np.asarray(
-            self.heads[bones] + np.einsum("eij,ej->ei", self.frames[bones], p.tail_offsets[bones])
-        )
+        return np.asarray(self.heads[bones] + np.einsum("eij,ej->ei", self.frames[bones], p.tail_offsets[bones]))
 
     # -- passes -------------------------------------------------------------------------------------
 
@@ -236,8 +234,9 @@ class _TreeSolver:
                 placed = head + bone.local @ frame[0].T
             elif bone.fork:
                 prior = PRIOR_WEIGHT * bone.total_weight * self.scale**2
-                frame = fit_rotation(bone.local[None], (pts - head)[None], bone.weights[None],
-                                     self.frames[i][None], prior)
+                frame = fit_rotation(
+                    bone.local[None], (pts - head)[None], bone.weights[None], self.frames[i][None], prior
+                )
                 if ref is not None:
                     frame = limit_frames(ref[None], frame, self.limits, i)
                 self.frames[i] = frame[0]

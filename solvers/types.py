@@ -149,8 +149,7 @@ def check_finite(name: str, arr: F64, describe: Any = _describe_chain) -> None:
     if bad.any():
         index = tuple(int(i) for i in np.argwhere(bad)[0])
         raise ValueError(
-            f"{name}[{_fmt_index(index)}] is {arr[index]}: {describe(name, index)}; "
-            "every value must be finite"
+            f"{name}[{_fmt_index(index)}] is {arr[index]}: {describe(name, index)}; every value must be finite"
         )
 
 
@@ -349,9 +348,7 @@ class ChainProblem:
     def __post_init__(self, exact_rotations: bool) -> None:
         offsets_in = np.asarray(self.offsets)
         if offsets_in.ndim != 3 or offsets_in.shape[2] != 3 or offsets_in.shape[1] < 1:
-            raise ValueError(
-                f"offsets has shape {offsets_in.shape}; expected (K, N, 3) with N >= 1 bones per chain"
-            )
+            raise ValueError(f"offsets has shape {offsets_in.shape}; expected (K, N, 3) with N >= 1 bones per chain")
         k, n = int(offsets_in.shape[0]), int(offsets_in.shape[1])
         offsets, positions, frames, ref_local, base, targets = load_arrays(
             [
@@ -376,8 +373,7 @@ class ChainProblem:
             if bad.any():
                 row = int(np.flatnonzero(bad)[0])
                 raise ValueError(
-                    f"poles[{row}] is {poles[row].tolist()}: chain {row}; a pole must be finite, "
-                    "or all NaN for no pole"
+                    f"poles[{row}] is {poles[row].tolist()}: chain {row}; a pole must be finite, or all NaN for no pole"
                 )
         tol, max_it = _check_settings(self.tolerance, self.max_iterations, self.roll_mode)
         _check_limits(self.limits, k, n, f"{k} chains of {n} bones")

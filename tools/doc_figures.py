@@ -1,6 +1,6 @@
 """Draw the README's explanatory pictures from the solvers themselves (numpy + matplotlib, no Blender).
 
-    .venv/bin/python tools/doc_figures.py      # writes docs/roll_modes.png and docs/cones.png
+.venv/bin/python tools/doc_figures.py      # writes docs/roll_modes.png and docs/cones.png
 """
 
 from __future__ import annotations
@@ -50,8 +50,14 @@ def solve(kind: str, target: np.ndarray, pole: np.ndarray | None = None, roll: s
     base = frames[0]
     ref = np.stack([np.eye(3), frames[0].T @ frames[1]])
     problem = ChainProblem(
-        positions=pos[None], frames=frames[None], offsets=offsets[None], ref_local=ref[None],
-        base=base[None], targets=target[None], poles=None if pole is None else pole[None], roll_mode=roll,
+        positions=pos[None],
+        frames=frames[None],
+        offsets=offsets[None],
+        ref_local=ref[None],
+        base=base[None],
+        targets=target[None],
+        poles=None if pole is None else pole[None],
+        roll_mode=roll,
     )
     result = (solve_two_bone if kind == "TWO_BONE" else solve_fabrik)(problem)
     return result.positions[0]
@@ -84,16 +90,17 @@ def roll_modes(path: Path) -> None:
     ax.set_title("'NATURAL': the elbow rolls with the target\nlike a shoulder (front, side, behind)", fontsize=10)
     ax = fig.add_subplot(1, 3, 3, projection="3d")
     pole = np.array([0.9, -1.0, 0.0])
-    for t, tone, label in ((np.array([2.35, 0.3, 0.35]), 1.0, "too far: straight,\nroot fixed"),
-                           (np.array([1.3, 0.3, 0.5]), 0.7, "reachable: exact"),
-                           (np.array([0.25, 0.1, 0.1]), 0.45, "too close: folded")):
+    for t, tone, label in (
+        (np.array([2.35, 0.3, 0.35]), 1.0, "too far: straight,\nroot fixed"),
+        (np.array([1.3, 0.3, 0.5]), 0.7, "reachable: exact"),
+        (np.array([0.25, 0.1, 0.1]), 0.45, "too close: folded"),
+    ):
         pts = solve("TWO_BONE", t, pole)
         draw_chain(ax, pts, alpha=tone)
         ax.scatter(*t, marker="x", color=TARGET, s=50, linewidths=2, alpha=tone)
         ax.text(*(t + np.array([0.0, 0.0, 0.15])), label, fontsize=7, alpha=max(tone, 0.7), ha="right")
     ax.scatter(0, 0, 0, color="black", s=25)
-    ax.set_title("Two-bone: exact when reachable, defined\nwhen not (never NaN, the root never moves)",
-                 fontsize=10)
+    ax.set_title("Two-bone: exact when reachable, defined\nwhen not (never NaN, the root never moves)", fontsize=10)
     for ax in fig.axes:
         ax.view_init(elev=20, azim=-60)
         ax.set_xlim(-1.5, 2.6)

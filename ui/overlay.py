@@ -30,8 +30,14 @@ COLORS: dict[str, tuple[float, float, float, float]] = {
     "target_links": (1.0, 0.85, 0.2, 0.95),  # yellow dashes
     "pole_links": (0.75, 0.55, 1.0, 0.9),  # violet dashes
 }
-LINE_WIDTHS = {"cone_lines": 1.5, "bad_cone_lines": 2.0, "chain_lines": 3.0, "bad_chain_lines": 3.0,
-               "target_links": 1.5, "pole_links": 1.5}
+LINE_WIDTHS = {
+    "cone_lines": 1.5,
+    "bad_cone_lines": 2.0,
+    "chain_lines": 3.0,
+    "bad_chain_lines": 3.0,
+    "target_links": 1.5,
+    "pole_links": 1.5,
+}
 
 _handle: Any = None
 _cache: dict[int, tuple[bytes, list[tuple[str, Any]]]] = {}  # session_uid -> (inputs digest, batches)
@@ -61,9 +67,16 @@ def read_inputs(obj: bpy.types.Object, with_limits: bool) -> OverlayInputs:
         pole = tuple(ch.pole.matrix_world.translation) if ch.pole is not None else None
         chains.append(ChainLine(tuple(reversed(line)), bool(ch.is_valid), target, pole))
     return OverlayInputs(
-        world=np.array(obj.matrix_world, dtype=np.float64), pose=pose, tails=tails, parent=sk.parent,
-        rest_rel=sk.rest_rel, limited=np.array(limited, dtype=np.int64), cones=np.array(cones).reshape(-1, 4),
-        chains=tuple(chains), show_chains=bool(settings.show_chains), show_limits=bool(settings.show_limits),
+        world=np.array(obj.matrix_world, dtype=np.float64),
+        pose=pose,
+        tails=tails,
+        parent=sk.parent,
+        rest_rel=sk.rest_rel,
+        limited=np.array(limited, dtype=np.int64),
+        cones=np.array(cones).reshape(-1, 4),
+        chains=tuple(chains),
+        show_chains=bool(settings.show_chains),
+        show_limits=bool(settings.show_limits),
         show_targets=bool(settings.show_targets),
     )
 

@@ -22,7 +22,7 @@ SOLVER_ICONS: dict[str, Any] = {item[0]: item[3] for item in SOLVER_ITEMS}
 def armature_in_reach(context: Context) -> Object | None:
     """The active armature when it can be set up here (Object or Pose Mode), else None."""
     obj = context.active_object
-    if obj is None or obj.type != 'ARMATURE' or context.mode not in {'OBJECT', 'POSE'}:
+    if obj is None or obj.type != "ARMATURE" or context.mode not in {"OBJECT", "POSE"}:
         return None
     return obj
 
@@ -33,7 +33,7 @@ def _layout(panel: Panel) -> UILayout:
     return layout
 
 
-def wrapped(layout: UILayout, context: Context, text: str, icon: Any = 'NONE') -> None:
+def wrapped(layout: UILayout, context: Context, text: str, icon: Any = "NONE") -> None:
     """Labels for `text`, wrapped to the region's width (a sidebar label does not wrap by itself)."""
     region = context.region
     width = region.width if region is not None else 300
@@ -42,13 +42,13 @@ def wrapped(layout: UILayout, context: Context, text: str, icon: Any = 'NONE') -
     chars = max(20, int(width / (7.0 * scale)) - 4)
     col = layout.column(align=True)
     for i, line in enumerate(textwrap.wrap(text, chars) or [""]):
-        col.label(text=line, icon=icon if i == 0 else 'BLANK1')
+        col.label(text=line, icon=icon if i == 0 else "BLANK1")
 
 
 class PanelMixin:
     # Typed as Panel declares them, so the mixin and Panel agree (mypy checks multiple bases).
-    bl_space_type: SpaceTypeItems = 'VIEW_3D'
-    bl_region_type: RegionTypeItems = 'UI'
+    bl_space_type: SpaceTypeItems = "VIEW_3D"
+    bl_region_type: RegionTypeItems = "UI"
     bl_category = "Reach IK"
 
 
@@ -62,10 +62,10 @@ class VIEW3D_PT_reach_ik(PanelMixin, Panel):
         obj = armature_in_reach(context)
         if obj is None:
             active = context.active_object
-            if active is not None and active.type == 'ARMATURE':
-                wrapped(layout, context, "Switch to Object or Pose Mode to set up IK", icon='INFO')
+            if active is not None and active.type == "ARMATURE":
+                wrapped(layout, context, "Switch to Object or Pose Mode to set up IK", icon="INFO")
             else:
-                wrapped(layout, context, "Select an armature to set up its IK chains", icon='INFO')
+                wrapped(layout, context, "Select an armature to set up its IK chains", icon="INFO")
             return
         settings = rig_settings(obj)
         layout.use_property_split = True
@@ -77,41 +77,49 @@ class VIEW3D_PT_reach_ik(PanelMixin, Panel):
         col.prop(settings, "roll_mode")
         col.prop(settings, "start_from")
         row = layout.row(align=True)
-        row.operator("reach.solve", text="Solve Now", icon='FILE_REFRESH')
-        row.operator("reach.bake", text="Bake", icon='KEYFRAME_HLT')
+        row.operator("reach.solve", text="Solve Now", icon="FILE_REFRESH")
+        row.operator("reach.bake", text="Bake", icon="KEYFRAME_HLT")
 
 
 class REACH_UL_chains(UIList):
     """The chains of an armature: enabled, name, solver, a warning when invalid"""
 
     def draw_item(
-        self, context: Context, layout: UILayout, data: object, item: ReachChain, icon: int,
-        active_data: object, active_propname: str, index: int = 0, flt_flag: int = 0,
+        self,
+        context: Context,
+        layout: UILayout,
+        data: object,
+        item: ReachChain,
+        icon: int,
+        active_data: object,
+        active_propname: str,
+        index: int = 0,
+        flt_flag: int = 0,
     ) -> None:
         row = layout.row(align=True)
         row.prop(item, "enabled", text="")
         sub = row.row(align=True)
         sub.active = item.enabled
-        sub.prop(item, "name", text="", emboss=False, icon=SOLVER_ICONS.get(item.solver, 'NONE'))
+        sub.prop(item, "name", text="", emboss=False, icon=SOLVER_ICONS.get(item.solver, "NONE"))
         if item.enabled and not item.is_valid:
-            sub.label(text="", icon='ERROR')
+            sub.label(text="", icon="ERROR")
 
 
 def draw_status(context: Context, layout: UILayout, chain: ReachChain) -> None:
     box = layout.box()
     if not chain.enabled:
-        box.label(text="Disabled", icon='HIDE_ON')
+        box.label(text="Disabled", icon="HIDE_ON")
         return
     if not chain.is_valid:
         col = box.column()
         col.alert = True
-        wrapped(col, context, chain.message or "Invalid", icon='ERROR')
+        wrapped(col, context, chain.message or "Invalid", icon="ERROR")
         return
     scene = context.scene
     if scene is not None:
         unit = scene.unit_settings
         residual = bpy.utils.units.to_string(
-            unit.system, 'LENGTH', chain.residual * unit.scale_length, precision=4, split_unit=False
+            unit.system, "LENGTH", chain.residual * unit.scale_length, precision=4, split_unit=False
         )
     else:
         residual = f"{chain.residual:.4g}"
@@ -119,9 +127,9 @@ def draw_status(context: Context, layout: UILayout, chain: ReachChain) -> None:
     row.label(text=f"Iterations: {chain.iterations}")
     row.label(text=f"Residual: {residual}")
     if chain.message:
-        wrapped(box, context, chain.message, icon='INFO')
+        wrapped(box, context, chain.message, icon="INFO")
     else:
-        box.label(text="Reached", icon='CHECKMARK')
+        box.label(text="Reached", icon="CHECKMARK")
 
 
 class VIEW3D_PT_reach_ik_chains(PanelMixin, Panel):
@@ -141,16 +149,21 @@ class VIEW3D_PT_reach_ik_chains(PanelMixin, Panel):
         row = layout.row()
         row.template_list("REACH_UL_chains", "", settings, "chains", settings, "active_chain_index", rows=4)
         side = row.column(align=True)
-        side.operator("reach.chain_add", text="", icon='ADD')
-        side.operator("reach.chain_remove", text="", icon='REMOVE')
+        side.operator("reach.chain_add", text="", icon="ADD")
+        side.operator("reach.chain_remove", text="", icon="REMOVE")
         side.separator()
-        side.operator("reach.chain_move", text="", icon='TRIA_UP').direction = 'UP'
-        side.operator("reach.chain_move", text="", icon='TRIA_DOWN').direction = 'DOWN'
+        side.operator("reach.chain_move", text="", icon="TRIA_UP").direction = "UP"
+        side.operator("reach.chain_move", text="", icon="TRIA_DOWN").direction = "DOWN"
         side.separator()
-        side.operator("reach.chains_from_hierarchy", text="", icon='OUTLINER_DATA_ARMATURE')
+        side.operator("reach.chains_from_hierarchy", text="", icon="OUTLINER_DATA_ARMATURE")
         if not len(settings.chains):
-            wrapped(layout, context, "Pose Mode: click the tip bone (shift-click up to the chain's first bone), "
-                    "then +. Or build one chain per leaf from the hierarchy.", icon='INFO')
+            wrapped(
+                layout,
+                context,
+                "Pose Mode: click the tip bone (shift-click up to the chain's first bone), "
+                "then +. Or build one chain per leaf from the hierarchy.",
+                icon="INFO",
+            )
             return
         i = settings.active_chain_index
         if not 0 <= i < len(settings.chains):
@@ -161,7 +174,7 @@ class VIEW3D_PT_reach_ik_chains(PanelMixin, Panel):
         col = layout.column()
         col.active = chain.enabled
         col.prop(chain, "solver")
-        col.prop_search(chain, "tip_bone", obj.data, "bones", text="Tip Bone", icon='BONE_DATA')
+        col.prop_search(chain, "tip_bone", obj.data, "bones", text="Tip Bone", icon="BONE_DATA")
         col.prop(chain, "chain_length", text="Length")
         col.prop(chain, "target")
         col.prop(chain, "pole")
@@ -184,14 +197,14 @@ class VIEW3D_PT_reach_ik_limits(PanelMixin, Panel):
         obj = armature_in_reach(context)
         pb = active_pose_bone(context, obj) if obj is not None else None
         if pb is not None:
-            _layout(self).label(text=pb.name, icon='BONE_DATA')
+            _layout(self).label(text=pb.name, icon="BONE_DATA")
 
     def draw(self, context: Context) -> None:
         layout = _layout(self)
         obj = armature_in_reach(context)
         pb = active_pose_bone(context, obj) if obj is not None else None
         if pb is None:
-            wrapped(layout, context, "Click a bone to edit its joint limits", icon='INFO')
+            wrapped(layout, context, "Click a bone to edit its joint limits", icon="INFO")
             return
         limits = bone_limits(pb)
         layout.use_property_split = True

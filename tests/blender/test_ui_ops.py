@@ -110,10 +110,13 @@ def test_chain_add_twice_on_the_same_tip_is_refused() -> None:
 @pytest.mark.parametrize("bend_deg", [35.0, 0.0], ids=["bent", "straight"])
 def test_adding_a_pole_does_not_move_the_chain(bend_deg: float) -> None:
     """Measured from the evaluated pose: after chain_add (target + pole) and an update, nothing moved."""
-    rig = rigs.armature("Arm", [
-        ("upper", None, (0, 0, 0), (1.0, 0.0, 0.0), False),
-        ("lower", "upper", (1.0, 0, 0), (2.0, 0.0, 0.0), True),
-    ])
+    rig = rigs.armature(
+        "Arm",
+        [
+            ("upper", None, (0, 0, 0), (1.0, 0.0, 0.0), False),
+            ("lower", "upper", (1.0, 0, 0), (2.0, 0.0, 0.0), True),
+        ],
+    )
     rig.rotation_euler = (0.3, -0.2, 0.5)  # an arbitrary placement: nothing may depend on world axes
     rig.location = (0.5, -1.0, 2.0)
     pb = rig.pose.bones
@@ -333,10 +336,13 @@ def test_chains_from_hierarchy_humanoid_metarig(rigify: None) -> None:
 
 def test_limits_preset_knee_bends_the_modelled_way() -> None:
     # A leg bent slightly forward at the knee in rest: the shin's +Z side is where it bends further.
-    rig = rigs.armature("Leg", [
-        ("thigh", None, (0, 0, 1.0), (0, -0.05, 0.5), False),
-        ("shin", "thigh", (0, -0.05, 0.5), (0, 0, 0.0), True),
-    ])
+    rig = rigs.armature(
+        "Leg",
+        [
+            ("thigh", None, (0, 0, 1.0), (0, -0.05, 0.5), False),
+            ("shin", "thigh", (0, -0.05, 0.5), (0, 0, 0.0), True),
+        ],
+    )
     _pose_mode(rig, "shin")
     assert bpy.ops.reach.limits_preset(preset="KNEE") == {"FINISHED"}
     lim = rig.pose.bones["shin"].reach_ik

@@ -126,8 +126,13 @@ def test_chain_list_and_active_chain() -> None:
     log = _draw(panel.VIEW3D_PT_reach_ik_chains)
     assert "then +" in _texts(log), "with no chains the panel says how to add one"
     ops = [t for m, t in log if m == "op"]
-    assert ops[:5] == ["reach.chain_add", "reach.chain_remove", "reach.chain_move", "reach.chain_move",
-                       "reach.chains_from_hierarchy"], ops
+    assert ops[:5] == [
+        "reach.chain_add",
+        "reach.chain_remove",
+        "reach.chain_move",
+        "reach.chain_move",
+        "reach.chains_from_hierarchy",
+    ], ops
     ch = rigs.add_chain(rig, "b2", 3, None)
     ch.is_valid, ch.message = False, "no target: pick an object (normally an Empty) for the tip to reach"
     log = _draw(panel.VIEW3D_PT_reach_ik_chains)

@@ -34,9 +34,25 @@ def _shot(blender: Blender, out: Path, mode: str, size: str) -> tuple[dict, np.n
     options = json.dumps({"info": str(info), "mode": mode})
     env = dict(os.environ, BLENDER_USER_RESOURCES=str(blender.resources), REAL_BLENDER_QUIET="1")
     proc = subprocess.run(
-        [str(tool), str(out), "--size", size, "--wait", "10", "--", "--enable-event-simulate",
-         "--python-expr", f"import builtins; builtins.REACH_GUI = {options}", "--python", str(SETUP)],
-        capture_output=True, text=True, timeout=300, env=env, cwd=ROOT,
+        [
+            str(tool),
+            str(out),
+            "--size",
+            size,
+            "--wait",
+            "10",
+            "--",
+            "--enable-event-simulate",
+            "--python-expr",
+            f"import builtins; builtins.REACH_GUI = {options}",
+            "--python",
+            str(SETUP),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
     )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0 and out.exists(), f"blender-shot failed ({proc.returncode}):\n{log[-4000:]}"
@@ -56,7 +72,7 @@ def _our_errors(log: str) -> list[str]:
 
 def test_error_detector_sees_our_tracebacks_only() -> None:
     ours = 'Traceback (most recent call last):\n  File "/x/user_default/reach_ik/ui/overlay.py", line 9\nKeyError'
-    theirs = "Traceback (most recent call last):\n  File \"/x/other_addon.py\", line 1\nValueError: nope"
+    theirs = 'Traceback (most recent call last):\n  File "/x/other_addon.py", line 1\nValueError: nope'
     assert _our_errors(f"Blender 4.3\n{theirs}\n{ours}\nBlender quit") == [f"{ours}\nBlender quit"]
     assert _our_errors("Error: Python: reach_ik failed") == ["Error: Python: reach_ik failed"]
     assert not _our_errors(f"Warning: 1 x Draw window\n{theirs}")
@@ -66,7 +82,7 @@ def _crop(img: np.ndarray, rect: dict, right: int | None = None) -> np.ndarray:
     """A region of the screenshot; Blender's region y runs up from the window's bottom."""
     h = img.shape[0]
     x1 = rect["x"] + rect["width"] if right is None else right
-    return img[h - (rect["y"] + rect["height"]): h - rect["y"], rect["x"]: x1]
+    return img[h - (rect["y"] + rect["height"]) : h - rect["y"], rect["x"] : x1]
 
 
 def _overlay_pixels(view: np.ndarray) -> tuple[int, int]:
@@ -121,4 +137,4 @@ def test_overlay_closeup_in_the_gui(installed: Blender, tmp_path: Path) -> None:
         import matplotlib.pyplot as plt
 
         h, w = view.shape[:2]
-        plt.imsave(ROOT / "docs" / "overlay.png", view[int(0.04 * h): int(0.98 * h), int(0.2 * w): int(0.8 * w)])
+        plt.imsave(ROOT / "docs" / "overlay.png", view[int(0.04 * h) : int(0.98 * h), int(0.2 * w) : int(0.8 * w)])

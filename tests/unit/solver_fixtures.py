@@ -316,8 +316,9 @@ def quaternion_pose(rng: np.random.Generator, shape: tuple[int, ...], spread: fl
 
 def euler_xyz(angles: F64) -> F64:
     """Blender's XYZ Euler rotation matrices ``Rz @ Ry @ Rx`` of angles ``(..., 3)``."""
-    x, y, z = (axis_angle_matrix(np.broadcast_to(e, (*angles.shape[:-1], 3)), angles[..., i])
-               for i, e in enumerate(np.eye(3)))
+    x, y, z = (
+        axis_angle_matrix(np.broadcast_to(e, (*angles.shape[:-1], 3)), angles[..., i]) for i, e in enumerate(np.eye(3))
+    )
     return np.asarray(z @ y @ x)
 
 
@@ -325,6 +326,8 @@ def wave_pose(n: int, t: float, amplitude: float) -> F64:
     """``bench/live.py``'s smoothly moving pose at time ``t``: per bone i the XYZ Euler angles
     ``(a sin(t + 0.7i), a/2 sin(1.3t + i), a cos(0.9t + 0.3i))``, as ``(1, n, 3, 3)`` local rotations."""
     i = np.arange(n)
-    angles = np.stack([amplitude * np.sin(t + 0.7 * i), 0.5 * amplitude * np.sin(1.3 * t + i),
-                       amplitude * np.cos(0.9 * t + 0.3 * i)], axis=-1)
+    angles = np.stack(
+        [amplitude * np.sin(t + 0.7 * i), 0.5 * amplitude * np.sin(1.3 * t + i), amplitude * np.cos(0.9 * t + 0.3 * i)],
+        axis=-1,
+    )
     return euler_xyz(angles)[None]

@@ -184,8 +184,15 @@ def test_straight_chain_toward_a_nearer_target_bends(name: str, mode: str) -> No
     positions[..., 1] = np.arange(n + 1)
     targets = np.array([[0.0, n * 0.5, 0.0], [0.0, n * 0.99, 0.0], [0.0, -n * 0.5, 0.0]])
     problem = ChainProblem(
-        positions, eye, offsets, eye, np.broadcast_to(np.eye(3), (k, 3, 3)).copy(), targets,
-        tolerance=1e-6, max_iterations=500, roll_mode=mode,
+        positions,
+        eye,
+        offsets,
+        eye,
+        np.broadcast_to(np.eye(3), (k, 3, 3)).copy(),
+        targets,
+        tolerance=1e-6,
+        max_iterations=500,
+        roll_mode=mode,
     )
     result = ALL[name](problem)
     check_result(problem, result)
@@ -242,8 +249,12 @@ def test_limits_are_respected(name: str, seed: int) -> None:
     parents = np.concatenate([problem.base[:, None], result.frames[:, :-1]], axis=1)
     ref = np.einsum("knij,knjl->knil", parents, problem.ref_local)
     cone_v, twist_v = limit_violation(
-        ref.reshape(-1, 3, 3), result.frames.reshape(-1, 3, 3), limits.cone.reshape(-1, 4),
-        limits.use_cone.reshape(-1), limits.twist.reshape(-1, 2), limits.use_twist.reshape(-1),
+        ref.reshape(-1, 3, 3),
+        result.frames.reshape(-1, 3, 3),
+        limits.cone.reshape(-1, 4),
+        limits.use_cone.reshape(-1),
+        limits.twist.reshape(-1, 2),
+        limits.use_twist.reshape(-1),
     )
     assert cone_v.max() < 1e-9, f"{name}: cone limits violated by {cone_v.max():.3g} rad"
     assert twist_v.max() < 1e-9, f"{name}: twist limits violated by {twist_v.max():.3g} rad"
@@ -348,11 +359,14 @@ def test_blender_chain_rig_reaches_random_poses_within_the_default_cap(name: str
     assert np.mean(iterations) < 8, f"{name}: {np.mean(iterations):.1f} iterations on average (expected a few)"
 
 
-@pytest.mark.parametrize(("name", "n", "length", "amplitude", "tol"), [
-    ("fabrik", 50, 0.1, 0.06, 1e-4),  # bench/live.py's long chain
-    ("fabrik", 3, 0.2, 0.15, 1e-3),  # the character's spine
-    ("ccd", 6, 0.13, 0.15, 1e-3),  # the character's tail
-])
+@pytest.mark.parametrize(
+    ("name", "n", "length", "amplitude", "tol"),
+    [
+        ("fabrik", 50, 0.1, 0.06, 1e-4),  # bench/live.py's long chain
+        ("fabrik", 3, 0.2, 0.15, 1e-3),  # the character's spine
+        ("ccd", 6, 0.13, 0.15, 1e-3),  # the character's tail
+    ],
+)
 def test_warm_started_tracking_converges_within_the_default_cap(
     name: str, n: int, length: float, amplitude: float, tol: float
 ) -> None:
@@ -363,8 +377,9 @@ def test_warm_started_tracking_converges_within_the_default_cap(
     worst = 0
     for r in range(12):
         goal, _ = rig.pose(wave_pose(n, 0.35 * r, amplitude))
-        problem = ChainProblem(positions, frames, rig.offsets, rig.ref_local, rig.base, goal[:, -1].copy(),
-                               tolerance=tol)
+        problem = ChainProblem(
+            positions, frames, rig.offsets, rig.ref_local, rig.base, goal[:, -1].copy(), tolerance=tol
+        )
         result = ITERATIVE[name](problem)
         check_result(problem, result)
         assert result.reached[0], (
@@ -411,8 +426,9 @@ def test_ccd_and_fabrik_iterations_to_1e4() -> None:
     targets = reachable_targets(rng, rig)
     ok = comfortable(rig, targets)
     problem = rig.problem(targets[ok], tolerance=1e-4, max_iterations=200)
-    problem = replace(problem, **{f: getattr(problem, f)[ok] for f in ("positions", "frames", "offsets",
-                                                                       "ref_local", "base")})
+    problem = replace(
+        problem, **{f: getattr(problem, f)[ok] for f in ("positions", "frames", "offsets", "ref_local", "base")}
+    )
     for name, solver in ITERATIVE.items():
         result = solver(problem)
         assert result.reached.all(), f"{name}: every comfortable target must be reached"
@@ -432,8 +448,15 @@ def test_solve_is_continuous_in_the_target(name: str) -> None:
     def tile(a: np.ndarray) -> np.ndarray:
         return np.repeat(a, frames, axis=0)
 
-    problem = ChainProblem(tile(rig.positions), tile(rig.frames), tile(rig.offsets), tile(rig.ref_local),
-                           tile(rig.base), goals, tolerance=1e-6)
+    problem = ChainProblem(
+        tile(rig.positions),
+        tile(rig.frames),
+        tile(rig.offsets),
+        tile(rig.ref_local),
+        tile(rig.base),
+        goals,
+        tolerance=1e-6,
+    )
     early = ITERATIVE[name](problem)
     assert len(set(early.iterations.tolist())) > 1, "frames should need different iteration counts on their own"
     uniform = replace(problem, uniform_iterations=True)
@@ -485,14 +508,21 @@ def test_target_on_a_joint_takes_the_careful_path(name: str) -> None:
     # The target sits exactly on the last bone's head: FABRIK's backward pass lands that joint on its
     # successor (no direction), which the fast pass detects and redoes with explicit fallbacks.
     heads = np.array([[[0.0, 0, 0], [1, 0, 0], [1, 1, 0], [2, 1, 0]]])
-    rig = Rig(heads[:, 0], np.eye(3)[None], np.eye(3)[None, None].repeat(3, axis=1),
-              np.array([[[0.0, 1, 0]] * 3]), heads, np.zeros((1, 3, 3, 3)))
+    rig = Rig(
+        heads[:, 0],
+        np.eye(3)[None],
+        np.eye(3)[None, None].repeat(3, axis=1),
+        np.array([[[0.0, 1, 0]] * 3]),
+        heads,
+        np.zeros((1, 3, 3, 3)),
+    )
     z = np.array([0.0, 0.0, 1.0])
     for i in range(3):
         y = heads[0, i + 1] - heads[0, i]
         rig.frames[0, i] = np.stack([np.cross(y, z), y, z], axis=1)
-    rig.ref_local = np.einsum("knji,knjl->knil", np.concatenate([rig.base[:, None], rig.frames[:, :-1]], axis=1),
-                              rig.frames)
+    rig.ref_local = np.einsum(
+        "knji,knjl->knil", np.concatenate([rig.base[:, None], rig.frames[:, :-1]], axis=1), rig.frames
+    )
     problem = rig.problem(heads[:, 2].copy(), tolerance=1e-6, max_iterations=100)
     result = ITERATIVE[name](problem)
     check_result(problem, result)

@@ -20,8 +20,9 @@ def test_solvers_import_numpy_only() -> None:
                 names = [node.module or ""]
             else:
                 continue
-            offenders += [f"{path.name}:{node.lineno} imports {n}" for n in names
-                          if n.split(".")[0] not in ALLOWED_IN_SOLVERS]
+            offenders += [
+                f"{path.name}:{node.lineno} imports {n}" for n in names if n.split(".")[0] not in ALLOWED_IN_SOLVERS
+            ]
     assert not offenders, "solvers/ must stay pure numpy (no bpy, mathutils or other packages): " + "; ".join(offenders)
 
 
@@ -38,8 +39,17 @@ def test_solvers_use_relative_imports() -> None:
 
 def test_manifest_complete() -> None:
     m = tomllib.loads((ROOT / "blender_manifest.toml").read_text())
-    required = {"schema_version", "id", "name", "tagline", "version", "type", "maintainer", "license",
-                "blender_version_min"}
+    required = {
+        "schema_version",
+        "id",
+        "name",
+        "tagline",
+        "version",
+        "type",
+        "maintainer",
+        "license",
+        "blender_version_min",
+    }
     assert required <= m.keys(), f"manifest lacks {required - m.keys()}"
     assert m["id"] == "reach_ik" and m["id"].isidentifier()
     assert m["blender_version_min"] == "4.2.0"

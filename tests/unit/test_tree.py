@@ -19,8 +19,7 @@ SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
 Y = dict(parents=[-1, 0, 1, 2, 1, 4], effectors=[3, 5])
 # Forearm 0, hand 1 whose five children start at different points (a rigid fork, like Rigify's chest
 # with neck and shoulders), fingers of 2-3 bones; the ring finger forks again (a fork above a fork).
-HAND_OFFSETS = [np.array(v) for v in ([-0.1, 0.5, 0], [0, 0.55, 0.02], [0.1, 0.5, 0], [0.2, 0.45, 0],
-                                      [-0.2, 0.3, 0.1])]
+HAND_OFFSETS = [np.array(v) for v in ([-0.1, 0.5, 0], [0, 0.55, 0.02], [0.1, 0.5, 0], [0.2, 0.45, 0], [-0.2, 0.3, 0.1])]
 HAND = dict(
     parents=[-1, 0, 1, 2, 3, 1, 5, 6, 1, 8, 9, 1, 11, 12, 12, 1, 15],
     effectors=[4, 7, 10, 13, 14, 16],
@@ -122,8 +121,9 @@ def test_tree_honours_limits() -> None:
     check_tree(problem, result)
     parent_frames = np.array([problem.base if p < 0 else result.frames[p] for p in problem.parents])
     ref = np.einsum("bij,bjk->bik", parent_frames, problem.ref_local)
-    cone_v, twist_v = limit_violation(ref, result.frames, limits.cone[0], limits.use_cone[0],
-                                      limits.twist[0], limits.use_twist[0])
+    cone_v, twist_v = limit_violation(
+        ref, result.frames, limits.cone[0], limits.use_cone[0], limits.twist[0], limits.use_twist[0]
+    )
     active = [i for i in range(b)]  # every bone here has an effector below it
     assert cone_v[active].max() < 1e-9, f"cone limits violated by {cone_v.max():.3g}"
     assert twist_v[active].max() < 1e-9, f"twist limits violated by {twist_v.max():.3g}"
@@ -149,8 +149,9 @@ def test_trees_converge_within_the_default_cap(name: str) -> None:
 # Children whose heads sit exactly on their parent's head (zero head offsets, like Rigify's 'face' on
 # 'spine.006'): bone 4 beside a child with a lever; bone 2 as its parent's only child (a pivot bone).
 ZERO_HEAD = {
-    "beside": dict(parents=[-1, 0, 1, 2, 1, 4], effectors=[3, 5],
-                   offset_children={1: [np.array([0.05, 0.6, 0.0]), np.zeros(3)]}),
+    "beside": dict(
+        parents=[-1, 0, 1, 2, 1, 4], effectors=[3, 5], offset_children={1: [np.array([0.05, 0.6, 0.0]), np.zeros(3)]}
+    ),
     "pivot": dict(parents=[-1, 0, 1, 2], effectors=[3], offset_children={1: [np.zeros(3)]}),
 }
 

@@ -20,8 +20,13 @@ def straight_arm(l1: float, l2: float, k: int = 1) -> dict[str, np.ndarray]:
     eye = np.broadcast_to(np.eye(3), (k, 2, 3, 3)).copy()
     positions = np.zeros((k, 3, 3))
     positions[:, 1, 1], positions[:, 2, 1] = l1, l1 + l2
-    return dict(positions=positions, frames=eye, offsets=offsets, ref_local=eye.copy(),
-                base=np.broadcast_to(np.eye(3), (k, 3, 3)).copy())
+    return dict(
+        positions=positions,
+        frames=eye,
+        offsets=offsets,
+        ref_local=eye.copy(),
+        base=np.broadcast_to(np.eye(3), (k, 3, 3)).copy(),
+    )
 
 
 @settings(derandomize=True, max_examples=30, deadline=None)
