@@ -287,5 +287,6 @@ def _moved(new: F64, old: NDArray[np.float32]) -> NDArray[np.bool_]:
     the next unrelated update would solve again, and again: not writing it lets the rig settle.
     """
     tolerance = 1e-6 + 8.0 * np.spacing(np.abs(old)).astype(np.float64)
-    moved: NDArray[np.bool_] = (np.abs(new - old) > tolerance).any(axis=-1)
+    # np.asarray: numpy 2.4's stubs type `any(axis=...)` as scalar-or-array.
+    moved: NDArray[np.bool_] = np.asarray((np.abs(new - old) > tolerance).any(axis=-1))
     return moved

@@ -401,7 +401,7 @@ def _outcomes(residuals: F64, iterations: F64, codes: NDArray[np.int8], toleranc
     cols = np.arange(k)
     worst = np.argmax(residuals, axis=0)
     worst_res = residuals[worst, cols].tolist()
-    reached = (residuals <= tolerance * (1.0 + 1e-6)).all(axis=0).tolist()
+    reached: list[bool] = np.asarray((residuals <= tolerance * (1.0 + 1e-6)).all(axis=0)).tolist()
     status = [STATUS_NAMES[c] for c in codes[worst, cols].tolist()]
     mean_its = iterations.mean(axis=0).tolist()
     worst_l = worst.tolist()
