@@ -7,7 +7,7 @@
   (`bpy_extras.anim_utils.action_get_channelbag_for_slot`); `fcurve_ensure_for_datablock` takes `group_name`.
 
 Keys are written in bulk: `keyframe_points.add(n)` + `foreach_set` (BLENDER_NOTES: ~20x faster than
-`keyframe_insert`). Every F-Curve we touch is snapshotted first so a failed write can be undone exactly.
+`keyframe_insert`). The action is copied before a bake writes to it, so a failed write can be undone exactly.
 """
 
 from __future__ import annotations
@@ -140,15 +140,32 @@ def write_keys(fc: bpy.types.FCurve, keys: Keys, recalc: bool) -> None:
         fc.update()
 
 
+def _groups(
+    action: bpy.types.Action, obj: bpy.types.Object
+) -> bpy.types.ActionGroups | bpy.types.ActionChannelbagGroups | None:
+    """The F-Curve groups `obj`'s curves in `action` can be in (legacy: the action's; slotted: the slot's)."""
+    if not SLOTTED:
+        return action.groups
+    bag = _channelbag(action, obj)
+    return None if bag is None else bag.groups
+
+
 @dataclass
 class ActionSnapshot:
-    """Enough to put an object's animation back exactly as it was before a bake."""
+    """Enough to put an object's animation back exactly as it was before a bake.
+
+    The existing action is copied once (one C call, ~0.1 ms for 50 curves of 250 keys) before the bake
+    writes to it, instead of reading every field of every curve it touches (~4 ms for the same). A failed
+    bake writes the touched curves back from the copy; either way the copy is removed (`release`).
+    """
 
     obj: bpy.types.Object
     had_animation_data: bool
     action: bpy.types.Action | None
     slot_handle: int | None
-    curves: dict[tuple[str, int], Keys] = field(default_factory=dict)
+    backup: bpy.types.Action | None = None
+    groups_before: set[str] | None = None
+    touched: list[tuple[str, int]] = field(default_factory=list)
     created: list[tuple[str, int]] = field(default_factory=list)
     created_action: bpy.types.Action | None = None
 
@@ -159,14 +176,18 @@ class ActionSnapshot:
         handle = getattr(ad, "action_slot_handle", None) if ad is not None else None
         return cls(obj, ad is not None, action, handle)
 
+    def protect(self, action: bpy.types.Action) -> None:
+        """Copy `action` (the one the object had) before anything is written to it; once."""
+        if self.backup is None and action == self.action:
+            self.backup = action.copy()
+            groups = _groups(action, self.obj)
+            self.groups_before = set() if groups is None else {g.name for g in groups}
+
     def remember(self, key: tuple[str, int], fc: bpy.types.FCurve | None) -> None:
-        """Remember the curve `key` as it is before the bake writes to it (`fc`, or None: not there yet)."""
-        if key in self.curves or key in self.created:
+        """Note that the bake writes to the curve `key` (`fc`, or None: it does not exist yet)."""
+        if key in self.touched or key in self.created:
             return
-        if fc is None:
-            self.created.append(key)
-        else:
-            self.curves[key] = read_keys(fc)
+        (self.created if fc is None else self.touched).append(key)
 
     def restore(self) -> None:
         obj = self.obj
@@ -177,16 +198,31 @@ class ActionSnapshot:
                 fc = find_fcurve(action, obj, path, index)
                 if fc is not None:
                     remove_fcurve(action, obj, fc)
-            for (path, index), keys in self.curves.items():
-                fc = find_fcurve(action, obj, path, index)
-                if fc is not None:
-                    write_keys(fc, keys, recalc=False)
+            if self.backup is not None and self.touched:
+                saved = {(fc.data_path, fc.array_index): fc for fc in slot_fcurves(self.backup, self.slot_handle)}
+                for key in self.touched:
+                    fc = find_fcurve(action, obj, *key)
+                    if fc is not None and key in saved:
+                        write_keys(fc, read_keys(saved[key]), recalc=False)
+            # Groups made for the new curves (a bone that had no group yet) go too, once empty.
+            groups = _groups(action, obj) if self.groups_before is not None else None
+            if groups is not None and self.groups_before is not None:
+                for g in [g for g in groups if g.name not in self.groups_before and not len(g.channels)]:
+                    groups.remove(g)
         if self.created_action is not None:
             if ad is not None:
                 ad.action = self.action
             bpy.data.actions.remove(self.created_action)
+            self.created_action = None
         if not self.had_animation_data and obj.animation_data is not None:
             obj.animation_data_clear()
+        self.release()
+
+    def release(self) -> None:
+        """Remove the copy (after a bake that went through, or after `restore`)."""
+        if self.backup is not None:
+            bpy.data.actions.remove(self.backup)
+            self.backup = None
 
 
 def ensure_action(obj: bpy.types.Object, snapshot: ActionSnapshot) -> bpy.types.Action:
@@ -195,4 +231,6 @@ def ensure_action(obj: bpy.types.Object, snapshot: ActionSnapshot) -> bpy.types.
         action = bpy.data.actions.new(f"{obj.name}Action")
         ad.action = action
         snapshot.created_action = action
+    else:
+        snapshot.protect(ad.action)
     return ad.action

@@ -182,7 +182,20 @@ def _reduce(times: F64, values: F64, tol: float) -> NDArray[np.bool_]:
 def _merge_keys(fc: bpy.types.FCurve, frames: F64, values: F64, opts: BakeOptions, linear: bool) -> int:
     """Replace the keys the bake owns on `fc` with new ones; keys outside keep every field."""
     kp = fc.keyframe_points
-    if not len(kp):
+    n_old = len(kp)
+    if n_old:
+        co = np.empty(2 * n_old, dtype=np.float32)
+        kp.foreach_get("co", co)
+        t_old = co[0::2].astype(np.float64)
+        if opts.replace:
+            drop = (t_old >= opts.frame_start - 1e-4) & (t_old <= opts.frame_end + 1e-4)
+        else:
+            drop = np.isin(np.round(t_old, 3), np.round(frames, 3))
+        if drop.all():
+            # A re-bake of the same range: nothing to merge, the curve is written as a fresh one.
+            kp.clear()
+            n_old = 0
+    if not n_old:
         # A fresh curve (the common case): no merge, just the new keys in time order.
         kp.add(len(frames))
         co = np.empty((len(frames), 2), dtype=np.float32)
@@ -194,12 +207,6 @@ def _merge_keys(fc: bpy.types.FCurve, frames: F64, values: F64, opts: BakeOption
         fc.update()
         return len(frames)
     old = anim.read_keys(fc)
-    n_old = len(old["co"])
-    t_old = old["co"][:, 0].astype(np.float64)
-    if opts.replace:
-        drop = (t_old >= opts.frame_start - 1e-4) & (t_old <= opts.frame_end + 1e-4)
-    else:
-        drop = np.isin(np.round(t_old, 3), np.round(frames, 3))
     kp.add(len(frames))  # new keys get Blender's defaults for everything but their values
     fresh = anim.read_keys(fc)
     new = {k: v[n_old:].copy() for k, v in fresh.items()}
@@ -270,6 +277,8 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
         if isinstance(exc, ReferenceError):
             raise BakeError(f"an object the bake needs was deleted during the bake ({exc}); nothing was baked") from exc
         raise BakeError(f"baking '{obj.name}' failed, nothing was baked: {exc}") from exc
+    finally:
+        snapshot.release()
 
     settings = rig_settings(obj)
     result.bones = [sk.names[b] for b in solved.bones]

@@ -126,6 +126,46 @@ def test_failure_half_way_changes_nothing() -> None:
     assert rig.reach_ik.chains[0].enabled
 
 
+def _groups(obj: bpy.types.Object) -> list[tuple[str, list[str]]]:
+    anim = bpy_session.submodule("rig.anim")
+    groups = anim._groups(obj.animation_data.action, obj)
+    return sorted((g.name, sorted(f"{c.data_path}[{c.array_index}]" for c in g.channels)) for g in groups)
+
+
+@pytest.mark.parametrize("fail_at", [1, 4])
+def test_failure_while_writing_changes_nothing(monkeypatch: pytest.MonkeyPatch, fail_at: int) -> None:
+    """A bake that fails after it has started writing keys puts every curve back from its copy."""
+    rig, _ = _anim_rig()
+    b0 = rig.pose.bones["b0"]
+    for frame in (-5, 5, 15, 30):  # keys inside the range (replaced) and outside it (merged around)
+        b0.rotation_quaternion = (1.0, 0.01 * frame, 0.0, 0.0)
+        b0.keyframe_insert("rotation_quaternion", frame=frame)
+    rig.pose.bones["b1"].keyframe_insert("location", frame=3)  # b2 has no keys and no group yet
+    bpy.context.scene.frame_set(7)  # the live solve poses the rig before the snapshot, as in the UI
+    keys_before, groups_before = _keys(rig), _groups(rig)
+    pose_before = rigs.pose_snapshot(rig)
+    actions_before = sorted(a.name for a in bpy.data.actions)
+    bake = bpy_session.submodule("rig.bake")
+    merge, calls = bake._merge_keys, []
+
+    def failing(*args: object, **kw: object) -> int:
+        calls.append(1)
+        if len(calls) == fail_at:
+            raise RuntimeError("disk on fire")
+        return merge(*args, **kw)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(bake, "_merge_keys", failing)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        _bake(rig, 1, 20)
+    assert len(calls) == fail_at, "the failure came where it was planted"
+    assert _keys(rig) == keys_before, "every key of every curve is as it was, byte for byte"
+    assert _groups(rig) == groups_before, "groups made for new curves are gone"
+    assert rigs.pose_snapshot(rig) == pose_before, "the pose is as it was"
+    assert bpy.context.scene.frame_current == 7
+    assert sorted(a.name for a in bpy.data.actions) == actions_before, "the action's copy is removed"
+    assert rig.reach_ik.chains[0].enabled
+
+
 def test_failure_without_action_creates_none() -> None:
     rig, target = _anim_rig()
     anim = bpy_session.submodule("rig.anim")
@@ -142,12 +182,25 @@ def test_failure_without_action_creates_none() -> None:
 
 
 def test_rebake_is_idempotent() -> None:
+    anim = bpy_session.submodule("rig.anim")
     rig, _ = _anim_rig()
     assert _bake(rig) == {"FINISHED"}
     first = _keys(rig)
     rig.reach_ik.chains[0].enabled = True
     assert _bake(rig) == {"FINISHED"}
     assert _keys(rig) == first, "re-baking with start_from='REST' gives bit-identical keys"
+    actions = sorted(a.name for a in bpy.data.actions)
+    rig.reach_ik.chains[0].enabled = True
+    before = {(fc.data_path, fc.array_index): anim.read_keys(fc) for fc in _fcurves(rig)}
+    assert _bake(rig, 5, 12) == {"FINISHED"}  # part of the range: the keys around it are merged
+    assert sorted(a.name for a in bpy.data.actions) == actions, "no copy of the action is left behind"
+    for fc in _fcurves(rig):
+        old, now = before[(fc.data_path, fc.array_index)], anim.read_keys(fc)
+        assert np.array_equal(now["co"][:, 0], old["co"][:, 0]), "the same frames keep one key each"
+        outside = (old["co"][:, 0] < 5) | (old["co"][:, 0] > 12)
+        assert np.array_equal(now["co"][outside], old["co"][outside]), "keys outside the re-baked range stay"
+        # Inside, the same solve over fewer frames (uniform iterations per batch): the same pose to tolerance.
+        assert np.allclose(now["co"][~outside, 1], old["co"][~outside, 1], atol=1e-3), fc.data_path
 
 
 def test_bake_with_step_and_reduction() -> None:
