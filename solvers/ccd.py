@@ -27,11 +27,11 @@ def make_ccd_step(max_angle: float | None = None) -> Step:
         frames = batch.frames
         targets = batch.targets
         limited = batch.limits is not None and frames is not None
+        if not limited and max_angle is None:
+            _free_sweep(p, targets)
+            return
         for j in range(batch.n_bones - 1, -1, -1):
             head = p[:, j]
-            if not limited and max_angle is None:
-                _turn_joints_below(p, j, targets)
-                continue
             rot = rotation_between(p[:, -1] - head, targets - head, max_angle)
             if limited and frames is not None:
                 parent = batch.base if j == 0 else frames[:, j - 1]
@@ -59,6 +59,52 @@ def make_ccd_step(max_angle: float | None = None) -> Step:
             p[:] = frame_positions(batch, frames)
 
     return step
+
+
+def _free_sweep(p: F64, targets: F64) -> None:
+    """One unlimited, uncapped CCD sweep (tip joint to root) of joints ``p`` ``(A, N+1, 3)``, in place.
+
+    The joints are turned on a coordinate-major copy (``(3, N+1, A)``, as FABRIK's passes: every numpy
+    call then reads and writes contiguous rows, about twice as fast at a few hundred chains). A joint step
+    with a row that needs the careful path goes back to the row-major :func:`_turn_joints_below` for the
+    rest of the sweep; both compute the same reflections.
+    """
+    c = np.ascontiguousarray(p.transpose(2, 1, 0))
+    tt = np.ascontiguousarray(targets.T)
+    n = p.shape[1] - 1
+    for j in range(n - 1, -1, -1):
+        if not _turn_below_major(c, j, tt):
+            p[:] = c.transpose(2, 1, 0)
+            for k in range(j, -1, -1):
+                _turn_joints_below(p, k, targets)
+            return
+    p[:] = c.transpose(2, 1, 0)
+
+
+def _turn_below_major(c: F64, j: int, tt: F64) -> bool:
+    """:func:`_turn_joints_below` on coordinate-major joints ``c`` ``(3, N+1, A)`` and targets ``tt``
+    ``(3, A)``. Returns False, having changed nothing, when some row needs the careful path."""
+    head = c[:, j]
+    a = c[:, -1] - head
+    b = tt - head
+    na = np.sqrt(np.einsum("ia,ia->a", a, a))
+    nb = np.sqrt(np.einsum("ia,ia->a", b, b))
+    a /= np.maximum(na, TINY)
+    b /= np.maximum(nb, TINY)
+    h = a + b
+    nh = np.sqrt(np.einsum("ia,ia->a", h, h))
+    if float(na.min()) <= TINY or float(nb.min()) <= TINY or float(nh.min()) < NEAR_OPPOSITE:
+        return False
+    h /= nh
+    g = b - (2.0 * np.einsum("ia,ia->a", b, h)) * h
+    rel = c[:, j + 1 :] - head[:, None]
+    gx = np.einsum("ima,ia->ma", rel, g)
+    hx = np.einsum("ima,ia->ma", rel, h)
+    # R x = x - 2 b (g . x) - 2 h (h . x), as in _turn_joints_below.
+    rel -= 2.0 * (gx * b[:, None] + hx * h[:, None])
+    rel += head[:, None]
+    c[:, j + 1 :] = rel
+    return True
 
 
 def _turn_joints_below(p: F64, j: int, targets: F64) -> None:
