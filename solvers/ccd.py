@@ -85,14 +85,14 @@ def _turn_below_major(c: F64, j: int, tt: F64) -> bool:
     """:func:`_turn_joints_below` on coordinate-major joints ``c`` ``(3, N+1, A)`` and targets ``tt``
     ``(3, A)``. Returns False, having changed nothing, when some row needs the careful path."""
     head = c[:, j]
-    a = c[:, -1] - head
-    b = tt - head
-    na = np.sqrt(np.einsum("ia,ia->a", a, a))
-    nb = np.sqrt(np.einsum("ia,ia->a", b, b))
+    a: F64 = c[:, -1] - head
+    b: F64 = tt - head
+    na: F64 = np.sqrt(np.einsum("ia,ia->a", a, a))
+    nb: F64 = np.sqrt(np.einsum("ia,ia->a", b, b))
     a /= np.maximum(na, TINY)
     b /= np.maximum(nb, TINY)
-    h = a + b
-    nh = np.sqrt(np.einsum("ia,ia->a", h, h))
+    h: F64 = a + b
+    nh: F64 = np.sqrt(np.einsum("ia,ia->a", h, h))
     if float(na.min()) <= TINY or float(nb.min()) <= TINY or float(nh.min()) < NEAR_OPPOSITE:
         return False
     h /= nh
