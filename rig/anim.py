@@ -204,7 +204,8 @@ class ActionSnapshot:
                     fc = find_fcurve(action, obj, *key)
                     if fc is not None and key in saved:
                         write_keys(fc, read_keys(saved[key]), recalc=False)
-            # Groups made for the new curves (a bone that had no group yet) go too, once empty.
+            # Groups made for the new curves (a bone that had no group yet) go too, once empty. Legacy actions
+            # (4.2/4.3) keep an emptied group; channelbags (4.4+) drop it with its last curve themselves.
             groups = _groups(action, obj) if self.groups_before is not None else None
             if groups is not None and self.groups_before is not None:
                 for g in [g for g in groups if g.name not in self.groups_before and not len(g.channels)]:

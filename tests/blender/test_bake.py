@@ -132,9 +132,13 @@ def _groups(obj: bpy.types.Object) -> list[tuple[str, list[str]]]:
     return sorted((g.name, sorted(f"{c.data_path}[{c.array_index}]" for c in g.channels)) for g in groups)
 
 
-@pytest.mark.parametrize("fail_at", [1, 4])
+@pytest.mark.parametrize("fail_at", [1, 4, 9])
 def test_failure_while_writing_changes_nothing(monkeypatch: pytest.MonkeyPatch, fail_at: int) -> None:
-    """A bake that fails after it has started writing keys puts every curve back from its copy."""
+    """A bake that fails after it has started writing keys puts every curve back from its copy.
+
+    Curves are written b0 (4, existing), b1 (3, new, in b1's existing group), b2 (4, new, and a new group):
+    the failure comes before anything is written, after existing curves changed, and after a group was made.
+    """
     rig, _ = _anim_rig()
     b0 = rig.pose.bones["b0"]
     for frame in (-5, 5, 15, 30):  # keys inside the range (replaced) and outside it (merged around)
