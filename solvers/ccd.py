@@ -69,6 +69,8 @@ def _free_sweep(p: F64, targets: F64) -> None:
     with a row that needs the careful path goes back to the row-major :func:`_turn_joints_below` for the
     rest of the sweep; both compute the same reflections.
     """
+    if p.shape[0] == 0:
+        return  # no chains (the careful-path test below takes a minimum over the rows)
     c = np.ascontiguousarray(p.transpose(2, 1, 0))
     tt = np.ascontiguousarray(targets.T)
     n = p.shape[1] - 1

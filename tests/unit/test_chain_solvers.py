@@ -570,3 +570,5 @@ def test_ccd_coordinate_major_sweep_equals_joint_steps(careful_at: int | None) -
     _free_sweep(p, targets)
     assert np.allclose(p, expected, rtol=0.0, atol=1e-12)
     assert np.abs(p - start).max() > 0.1, "the sweep wrote its result in place"
+    empty = np.zeros((0, 7, 3))
+    _free_sweep(empty, np.zeros((0, 3)))  # no chains: nothing to do, and no error
