@@ -8,13 +8,13 @@ those of `obj.pose.bones`; the rest data is permuted into that order.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import bpy
 import numpy as np
 from numpy.typing import NDArray
 
-from . import convert
+from . import cache, convert
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -33,6 +33,12 @@ class Skeleton:
     rest_rel: F64  # (B,3,3) rest rotation relative to the parent's rest rotation (root: to the armature)
     rest_rel4: F64  # (B,4,4) rest matrix relative to the parent's rest matrix (root: to the armature)
     data_order: I64  # (B,) index in obj.data.bones of each pose bone
+    # (B,) Bone.use_connect: Blender ignores a connected bone's location channel.
+    connected: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # (B,) the bone inherits its parent's rotation and full scale (what carrying a subtree rigidly assumes).
+    inherits: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # Names, rest data and flags as read (see `_structure`): equal keys mean equal skeletons.
+    key: bytes = b""
 
     def ancestors(self, b: int) -> list[int]:
         out = []
@@ -41,9 +47,6 @@ class Skeleton:
             out.append(p)
             p = int(self.parent[p])
         return out
-
-
-_skeletons: dict[int, tuple[tuple[str, ...], bytes, Skeleton]] = {}
 
 
 def _raw_matrices(collection: bpy.types.bpy_prop_collection, attr: str, n: int) -> NDArray[np.float32]:  # type: ignore[type-arg]
@@ -57,25 +60,43 @@ def _matrices(collection: bpy.types.bpy_prop_collection, attr: str, n: int) -> F
     return _raw_matrices(collection, attr, n).reshape(n, 4, 4).transpose(0, 2, 1).astype(np.float64)
 
 
-def skeleton(obj: bpy.types.Object, trust_cache: bool = False) -> Skeleton:
-    """The armature's hierarchy and rest data, cached while names and rest matrices are unchanged.
+# Blender's enum value of Bone.inherit_scale 'FULL' (foreach_get reads enums as their integer values).
+_FULL_SCALE = bpy.types.Bone.bl_rna.properties["inherit_scale"].enum_items["FULL"].value  # type: ignore[attr-defined]
 
-    With `trust_cache` (live solving, where renames and edits arrive as depsgraph updates that clear the
-    cache) the bone names are not re-read: listing them costs more than the rest of a small solve.
+
+def _structure(arm: bpy.types.Armature, n: int) -> tuple[bytes, NDArray[np.float32], NDArray[np.int8]]:
+    """Everything of the bones a solve depends on besides the pose, as one key, read in a few bulk calls.
+
+    Names, rest matrices, lengths (a length change keeps matrix_local), connection and inheritance flags:
+    any edit of these (a rename, Edit Mode, Bone > Relations) changes the key, and with it the skeleton,
+    the cached plans and the live fingerprint, so the chain is validated and solved again.
     """
+    bones = arm.bones
+    raw = _raw_matrices(bones, "matrix_local", n)
+    lengths = np.empty(n, dtype=np.float32)
+    bones.foreach_get("length", lengths)
+    flags = np.empty((3, n), dtype=np.int8)
+    bones.foreach_get("use_connect", flags[0])
+    bones.foreach_get("use_inherit_rotation", flags[1])
+    scale_mode = np.empty(n, dtype=np.int32)
+    bones.foreach_get("inherit_scale", scale_mode)
+    flags[2] = scale_mode == _FULL_SCALE
+    names = "\0".join(bones.keys()).encode()
+    return b"".join((names, raw.tobytes(), lengths.tobytes(), flags.tobytes())), raw, flags
+
+
+def skeleton(obj: bpy.types.Object) -> Skeleton:
+    """The armature's hierarchy and rest data, cached (cache.skeletons) while its structure key holds."""
     arm = obj.data
+    assert isinstance(arm, bpy.types.Armature)
     pose_bones = obj.pose.bones
     n = len(pose_bones)
-    raw = _raw_matrices(arm.bones, "matrix_local", n)
-    key = arm.as_pointer()
-    cached = _skeletons.get(key)
-    # The raw float32 read is the cache key: comparing it costs far less than converting it first.
-    fingerprint = raw.tobytes()
-    if cached is not None and trust_cache and len(cached[0]) == n and cached[1] == fingerprint:
-        return cached[2]
+    key, raw, flags = _structure(arm, n)
+    ptr = arm.as_pointer()
+    cached = cache.skeletons.get(ptr)
+    if cached is not None and cached[0] == key:
+        return cached[1]  # type: ignore[no-any-return]
     names = tuple(pose_bones.keys())
-    if cached is not None and cached[0] == names and cached[1] == fingerprint:
-        return cached[2]
     rest_arm = raw.reshape(n, 4, 4).transpose(0, 2, 1).astype(np.float64)
     bone_names = tuple(arm.bones.keys())
     arm_index = {name: i for i, name in enumerate(bone_names)}
@@ -108,8 +129,11 @@ def skeleton(obj: bpy.types.Object, trust_cache: bool = False) -> Skeleton:
         rest_rel=rest_rel,
         rest_rel4=rest_rel4,
         data_order=perm,
+        connected=flags[0][perm] != 0,
+        inherits=(flags[1][perm] != 0) & (flags[2][perm] != 0),
+        key=key,
     )
-    _skeletons[key] = (names, fingerprint, sk)
+    cache.skeletons[ptr] = (key, sk)
     return sk
 
 
@@ -119,10 +143,6 @@ def bone_lengths(obj: bpy.types.Object, sk: Skeleton) -> F64:
     buf = np.empty(len(bones), dtype=np.float32)
     bones.foreach_get("length", buf)
     return buf[sk.data_order].astype(np.float64)
-
-
-def forget_cache() -> None:
-    _skeletons.clear()
 
 
 def pose_matrices(obj: bpy.types.Object) -> F64:

@@ -19,26 +19,27 @@ from dataclasses import dataclass
 import bpy
 from bpy.app.handlers import persistent
 
-from . import armature
+from . import armature, cache
 from .props import rig_settings
 from .solve import ChainState, LiveReads, chain_state, solve_rig, store_status
 
-_versions: dict[int, int] = {}  # session_uid -> settings version (cached plans compare it)
-_fingerprints: dict[int, _Seen] = {}  # session_uid -> inputs after the last solve
-_stats: dict[int, int] = {}  # session_uid -> number of solves (tests prove unchanged inputs cost nothing)
-_reported: dict[int, str] = {}  # session_uid -> last unexpected error printed (print each error once)
 _busy = False
 _suspended: set[int] = set()  # session_uid of armatures being baked: the bake solves them itself
 
 
 def mark_dirty(obj: bpy.types.Object) -> None:
-    # The version is part of the fingerprint, so the next update re-solves (and cached plans are rebuilt).
-    _versions[obj.session_uid] = _versions.get(obj.session_uid, 0) + 1
+    """A Reach IK setting of `obj` (or of its bones' limits) changed: check it on the next update."""
+    uid = obj.session_uid
+    # The version is part of the fingerprint and of the plan key, so the next check re-solves and rebuilds.
+    cache.versions[uid] = cache.versions.get(uid, 0) + 1
+    cache.dirty.add(uid)
+    # A chain added or removed can make an armature a rig (or not): list the scene's rigs again.
+    cache.scene_rigs.clear()
 
 
 def settings_version(obj: bpy.types.Object) -> int:
     """Bumped by every Reach IK setting change on `obj` (and its bones' limits)."""
-    return _versions.get(obj.session_uid, 0)
+    return cache.versions.get(obj.session_uid, 0)
 
 
 @contextmanager
@@ -50,12 +51,17 @@ def suspended(obj: bpy.types.Object) -> Iterator[None]:
         yield
     finally:
         _suspended.discard(uid)
-        _fingerprints.pop(uid, None)
+        cache.forget(uid)
 
 
 def solve_count(obj: bpy.types.Object) -> int:
     """How many times the live handlers have solved `obj` in this session."""
-    return _stats.get(obj.session_uid, 0)
+    return cache.stats.get(obj.session_uid, 0)
+
+
+def check_count(obj: bpy.types.Object) -> int:
+    """How many times the live handlers have read and compared the inputs of `obj` (solved or not)."""
+    return cache.checks.get(obj.session_uid, 0)
 
 
 @dataclass
@@ -65,12 +71,14 @@ class _Seen:
     data: bytes  # world, target and pole matrices, outside parents' evaluated pose
     channels: bytes  # every bone's rotation, location and scale channels, raw
     settings: tuple[object, ...]
+    structure: bytes  # bone names, rest data and flags (armature.Skeleton.key)
 
     def same(self, other: _Seen) -> bool:
         # repr() only when the values differ: a NaN setting is unequal to itself but has an equal repr.
         return (
             self.data == other.data
             and self.channels == other.channels
+            and self.structure == other.structure
             and (self.settings == other.settings or repr(self.settings) == repr(other.settings))
         )
 
@@ -79,16 +87,12 @@ def _channel_bytes(channels: armature.Channels) -> bytes:
     return b"".join(a.tobytes() for a in channels.values())
 
 
-# session_uid -> (skeleton, (tip, length) of each chain, outside parents), see _outside_parents
-_roots: dict[int, tuple[armature.Skeleton, tuple[tuple[str, int], ...], list[int]]] = {}
-
-
 def _outside_parents(uid: int, sk: armature.Skeleton, state: ChainState) -> list[int]:
     """The parent of each chain's root bone (chains as set, valid or not), cached while tips and lengths hold."""
     key = tuple((row.tip_bone, row.chain_length) for row in state)
-    hit = _roots.get(uid)
+    hit = cache.roots.get(uid)
     if hit is not None and hit[0] is sk and hit[1] == key:
-        return hit[2]
+        return hit[2]  # type: ignore[no-any-return]
     roots: set[int] = set()
     for tip, length in key:
         b = sk.index.get(tip, -1)
@@ -99,14 +103,14 @@ def _outside_parents(uid: int, sk: armature.Skeleton, state: ChainState) -> list
         if b >= 0 and sk.parent[b] >= 0:
             roots.add(int(sk.parent[b]))
     out = sorted(roots)
-    _roots[uid] = (sk, key, out)
+    cache.roots[uid] = (sk, key, out)
     return out
 
 
 def _read(obj: bpy.types.Object) -> tuple[_Seen, LiveReads]:
     """Everything a solve of `obj` reads, once: what the change test compares and what the solve reuses."""
     s = rig_settings(obj)
-    sk = armature.skeleton(obj, trust_cache=True)
+    sk = armature.skeleton(obj)
     state, objects = chain_state(obj)
     # The armature's own matrix comes from the same one-call read as the targets and poles.
     world = armature.WorldMatrices()
@@ -120,88 +124,131 @@ def _read(obj: bpy.types.Object) -> tuple[_Seen, LiveReads]:
         data.append(pose[roots].tobytes())
     channels = armature.read_channels(obj, armature.ALL_CHANNELS)
     settings = (s.tolerance, s.max_iterations, s.roll_mode, s.start_from, settings_version(obj), state)
-    seen = _Seen(b"".join(data), _channel_bytes(channels), settings)
+    seen = _Seen(b"".join(data), _channel_bytes(channels), settings, sk.key)
+    # What can change this rig's solve: itself (pose, transform, settings), its armature data, and the
+    # objects it reaches for. Blender lists an object as updated when anything it depends on moved (a
+    # parent, a constraint target, a driver), so these IDs are enough to skip unrelated updates.
+    cache.depends[obj.session_uid] = frozenset(
+        (obj.session_uid, obj.data.session_uid, *(o.session_uid for o in objects))
+    )
     return seen, LiveReads(sk=sk, state=state, channels=channels, world=world, pose=pose)
 
 
 def _solve_live(obj: bpy.types.Object) -> None:
     uid = obj.session_uid
+    cache.checks[uid] = cache.checks.get(uid, 0) + 1
     seen, reads = _read(obj)
-    last = _fingerprints.get(uid)
+    last = cache.fingerprints.get(uid)
     if last is not None and last.same(seen):
         return
     report = solve_rig(obj, write=True, cached=True, reads=reads)
-    _stats[uid] = _stats.get(uid, 0) + 1
+    cache.stats[uid] = cache.stats.get(uid, 0) + 1
     store_status(obj, report)
     # Our write changed only rotation channels, and `reads.channels` now holds exactly the float32 values
     # written (foreach_set stores them as given), so it stands for a re-read: the write is no change.
     seen.channels = _channel_bytes(reads.channels)
-    _fingerprints[uid] = seen
+    cache.fingerprints[uid] = seen
 
 
-def _run(scene: bpy.types.Scene) -> None:
+def _scene_rigs(scene: bpy.types.Scene) -> list[bpy.types.Object]:
+    """The scene's armatures that have chains, listed once per structure change (not on every update)."""
+    key = scene.session_uid
+    rigs = cache.scene_rigs.get(key)
+    if rigs is None:
+        rigs = [ob for ob in scene.objects if ob.type == "ARMATURE" and len(rig_settings(ob).chains)]
+        cache.scene_rigs[key] = rigs
+    return rigs
+
+
+def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
+    """Check every rig of `scene` whose inputs may have changed (`updated`: IDs Blender re-evaluated; None: all)."""
     global _busy
     if _busy:
         return
     _busy = True
     try:
-        for obj in scene.objects:
-            if obj.type != "ARMATURE":
+        try:
+            rigs = list(_scene_rigs(scene))
+            uids = [ob.session_uid for ob in rigs]
+        except ReferenceError:
+            # An object of the cached list was removed without a structure update reaching us first.
+            cache.scene_rigs.clear()
+            rigs = list(_scene_rigs(scene))
+            uids = [ob.session_uid for ob in rigs]
+        for obj, uid in zip(rigs, uids, strict=True):
+            if updated is not None and uid not in cache.dirty:
+                deps = cache.depends.get(uid)
+                if deps is not None and deps.isdisjoint(updated):
+                    continue  # nothing this rig reads was re-evaluated: the cheap, common case
+            cache.dirty.discard(uid)
+            if uid in _suspended or obj.mode == "EDIT":
+                # In Edit Mode Blender shows the edit bones, not the pose, and bones may be half-renamed:
+                # the structure key catches every edit when the armature leaves Edit Mode.
                 continue
             settings = rig_settings(obj)
-            if not settings.live or not len(settings.chains) or obj.session_uid in _suspended:
+            if not settings.live or not len(settings.chains):
                 continue
             try:
                 _solve_live(obj)
             except Exception:
                 # One rig's failure never stops the others; print each distinct failure once.
                 text = traceback.format_exc()
-                if _reported.get(obj.session_uid) != text:
-                    _reported[obj.session_uid] = text
+                if cache.reported.get(uid) != text:
+                    cache.reported[uid] = text
                     print(f"Reach IK: solving '{obj.name}' failed (other rigs go on):\n{text}")
     finally:
         _busy = False
 
 
-_STRUCTURE_TYPES = (bpy.types.Collection, bpy.types.Scene, bpy.types.Armature)
+_STRUCTURE_TYPES = (bpy.types.Collection, bpy.types.Scene)
+
+
+def _prune() -> None:
+    """Drop cache entries of objects that no longer exist (cache.prune)."""
+    objects = bpy.data.objects
+    alive = [ob.session_uid for ob in objects if ob.type == "ARMATURE"]
+    data = [arm.as_pointer() for arm in bpy.data.armatures]
+    cache.prune(alive, data)
 
 
 @persistent
 def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
-    if not _busy and any(isinstance(u.id, _STRUCTURE_TYPES) for u in depsgraph.updates):
-        # Objects linked/unlinked, bones renamed or edited: cached plans and skeletons may be stale.
-        _invalidate()
-    _run(scene)
-
-
-def _invalidate() -> None:
-    from .solve import forget_plans
-
-    armature.forget_cache()
-    forget_plans()
+    if _busy:
+        return
+    updated: set[int] = set()
+    structural = False
+    for u in depsgraph.updates:
+        ident = u.id
+        if isinstance(ident, _STRUCTURE_TYPES):
+            # Objects linked, unlinked, added or deleted: what a chain can reach may have changed without
+            # any number we compare changing (a target unlinked from the scene), and caches may hold
+            # entries of deleted objects.
+            structural = True
+        else:
+            updated.add(ident.original.session_uid)
+    if structural:
+        _prune()
+    _run(scene, None if structural else updated)
 
 
 @persistent
 def on_frame_change(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
-    _run(scene)
+    # No list of what changed comes with a frame change: every rig compares its inputs.
+    _run(scene, None)
 
 
 @persistent
 def on_load(*_args: object) -> None:
-    # Session uids and cached skeletons belong to the previous file.
-    _fingerprints.clear()
-    _roots.clear()
-    _reported.clear()
-    armature.forget_cache()
-    from .solve import forget_plans
-
-    forget_plans()
+    # Session uids, pointers and cached object lists belong to the previous file (or undo state).
+    cache.clear()
 
 
 _HANDLERS = (
     ("depsgraph_update_post", on_depsgraph_update),
     ("frame_change_post", on_frame_change),
     ("load_post", on_load),
+    ("undo_post", on_load),
+    ("redo_post", on_load),
 )
 
 
@@ -216,5 +263,4 @@ def unregister() -> None:
         handlers = getattr(bpy.app.handlers, kind)
         while fn in handlers:
             handlers.remove(fn)
-    on_load()
-    _stats.clear()
+    cache.clear(keep_stats=False)

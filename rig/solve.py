@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from ..solvers import ccd, fabrik, tree, two_bone
 from ..solvers.limits import JointLimits
 from ..solvers.types import STATUS_NAMES, ChainProblem, SolveResult, TreeProblem
-from . import armature, convert
+from . import armature, cache, convert
 from .chains import ChainPlan, Group, Plan, build_plan, rig_problem, usable
 from .props import bone_limits, rig_settings
 
@@ -614,9 +614,6 @@ class Solved:
     basis: F64  # (F, len(bones), 3, 3) local (basis) rotations
 
 
-_plans: dict[int, tuple[tuple[object, ...], Plan]] = {}  # session_uid -> (structure key, plan), live only
-
-
 class ChainRow(NamedTuple):
     """One chain's settings as a plan sees them (compared as a whole: any change rebuilds the plan)."""
 
@@ -625,7 +622,7 @@ class ChainRow(NamedTuple):
     tip_bone: str
     chain_length: int
     # The object's identity and bone parenting, or None. Not `users_scene` (it scans every scene): unlinking
-    # an object bumps the settings version instead (live.py).
+    # an object is a structure update, which drops every cached plan and fingerprint (cache.prune).
     target: object
     pole: object
     weight: float
@@ -657,8 +654,8 @@ def chain_state(obj: bpy.types.Object) -> tuple[ChainState, list[bpy.types.Objec
                     ch.solver,
                     ch.tip_bone,
                     ch.chain_length,
-                    None if target is None else (target.session_uid, target.parent_bone, target.parent_type),
-                    None if pole is None else (pole.session_uid, pole.parent_bone, pole.parent_type),
+                    _object_key(target),
+                    _object_key(pole),
                     ch.weight,
                     ch.use_target_rotation,
                     ch.name,
@@ -668,15 +665,21 @@ def chain_state(obj: bpy.types.Object) -> tuple[ChainState, list[bpy.types.Objec
     return tuple(rows), objects
 
 
+def _object_key(ob: bpy.types.Object | None) -> object:
+    """A target's or pole's identity and what it hangs from (a plan refuses targets that hang from the chain)."""
+    if ob is None:
+        return None
+    parent = ob.parent
+    if parent is None:
+        # Not `parent_type`: with no parent left (its bone-parent deleted) Blender prints an enum warning on
+        # every read, and it means nothing then.
+        return ob.session_uid
+    return (ob.session_uid, parent.session_uid, ob.parent_type, ob.parent_bone)
+
+
 def _plan_key(obj: bpy.types.Object, sk: armature.Skeleton, state: ChainState) -> tuple[object, ...]:
     """What a plan depends on besides per-frame numbers: chain settings, the objects they point at, bones."""
-    from . import live
-
-    return (id(sk), live.settings_version(obj), obj.data.as_pointer(), state)
-
-
-def forget_plans() -> None:
-    _plans.clear()
+    return (sk.key, cache.versions.get(obj.session_uid, 0), obj.data.as_pointer(), state)
 
 
 @dataclass
@@ -706,16 +709,16 @@ def prepare(
             if ch.enabled and (only is None or i in only):
                 report.outcomes[i] = ChainOutcome(False, problem)
         return report, None, None
-    sk = reads.sk if reads is not None else armature.skeleton(obj, trust_cache=cached)
+    sk = reads.sk if reads is not None else armature.skeleton(obj)
     plan: Plan | None = None
     if cached and only is None:
         key = _plan_key(obj, sk, reads.state if reads is not None else chain_state(obj)[0])
-        hit = _plans.get(obj.session_uid)
+        hit = cache.plans.get(obj.session_uid)
         if hit is not None and hit[0] == key:
             plan = hit[1]
         else:
             plan = build_plan(obj, sk)
-            _plans[obj.session_uid] = (key, plan)
+            cache.plans[obj.session_uid] = (key, plan)
     else:
         plan = build_plan(obj, sk, only)
     for i, msg in plan.errors.items():

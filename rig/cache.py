@@ -1,0 +1,95 @@
+"""Every per-session cache of the add-on, in one place, with one invalidation rule.
+
+What is cached, keyed by the armature object's `session_uid` (or its data's pointer for skeletons):
+settings versions, live fingerprints and solve counters, the chains' outside parents, cached plans, the
+objects each rig depends on, and skeletons. None of it is saved with the file.
+
+The rule: an entry lives as long as the object (or armature data) it describes. `prune()` drops entries of
+objects that no longer exist (on structure updates: objects added, deleted, linked or unlinked) and
+`clear()` drops everything (file load, undo, unregister). Whatever reads a cache must tolerate a miss: a
+miss only costs a rebuild. Nothing here imports bpy, so every module of `rig/` can use it without cycles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+# session_uid -> settings version, bumped by every Reach IK setting change (cached plans compare it).
+versions: dict[int, int] = {}
+# session_uid -> inputs of the armature's last live solve (live.py decides what is in it).
+fingerprints: dict[int, Any] = {}
+# session_uid -> number of live solves of the armature (tests prove unchanged inputs cost nothing).
+stats: dict[int, int] = {}
+# session_uid -> number of live checks (inputs read and compared), solved or not.
+checks: dict[int, int] = {}
+# session_uid -> last unexpected error printed for the armature (each distinct error printed once).
+reported: dict[int, str] = {}
+# session_uid -> (skeleton, chain key, outside parents): the bones above the chains' roots.
+roots: dict[int, Any] = {}
+# session_uid -> (plan key, plan), live solving only.
+plans: dict[int, Any] = {}
+# session_uid -> set of session_uids of the IDs whose change can change this rig's solve.
+depends: dict[int, frozenset[int]] = {}
+# armature data pointer -> (structure key, skeleton).
+skeletons: dict[int, Any] = {}
+# scene session_uid -> the rigged armature objects of that scene (rebuilt on structure updates).
+scene_rigs: dict[int, Any] = {}
+# session_uid of armatures whose settings changed since their last live check.
+dirty: set[int] = set()
+
+_PER_OBJECT: tuple[dict[int, Any], ...] = (versions, fingerprints, stats, checks, reported, roots, plans, depends)
+
+
+def forget(uid: int) -> None:
+    """Drop everything derived from one armature's inputs (it is solved again on its next check)."""
+    for table in (fingerprints, roots, plans, depends):
+        table.pop(uid, None)
+
+
+def prune(alive_objects: Iterable[int], alive_data: Iterable[int]) -> None:
+    """Drop entries of objects (session uids) and armature data (pointers) that no longer exist.
+
+    Derived inputs of the surviving armatures are dropped too: a structure update (an object linked,
+    unlinked or deleted) can change what a chain reaches for without changing any number we compare.
+    """
+    keep = set(alive_objects)
+    for table in _PER_OBJECT:
+        for uid in [u for u in table if u not in keep]:
+            del table[uid]
+    for uid in list(fingerprints):
+        forget(uid)
+    keep_data = set(alive_data)
+    for ptr in [p for p in skeletons if p not in keep_data]:
+        del skeletons[ptr]
+    scene_rigs.clear()
+    dirty.intersection_update(keep)
+
+
+def clear(keep_stats: bool = True) -> None:
+    """Drop every cache (file load, undo/redo: session uids and pointers may now mean other objects)."""
+    for table in (versions, fingerprints, reported, roots, plans, depends, skeletons, scene_rigs):
+        table.clear()
+    dirty.clear()
+    if not keep_stats:
+        stats.clear()
+        checks.clear()
+
+
+def sizes() -> dict[str, int]:
+    """Number of entries per cache (tests check that nothing grows without bound)."""
+    return {
+        name: len(table)
+        for name, table in (
+            ("versions", versions),
+            ("fingerprints", fingerprints),
+            ("stats", stats),
+            ("checks", checks),
+            ("reported", reported),
+            ("roots", roots),
+            ("plans", plans),
+            ("depends", depends),
+            ("skeletons", skeletons),
+            ("scene_rigs", scene_rigs),
+        )
+    }

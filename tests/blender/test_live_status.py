@@ -1,0 +1,170 @@
+"""A chain's live status never lies: after any edit it matches the pose Blender evaluates.
+
+Each test solves a rig, then makes one edit that used to leave the old status in place (the change test
+did not see it), and checks the chain's status against the pose measured from Blender's evaluated pose.
+"""
+
+from __future__ import annotations
+
+import bpy
+import bpy_session
+import numpy as np
+import pytest
+import rigs
+
+TOL = 1e-3
+
+
+def _cache():  # type: ignore[no-untyped-def]
+    return bpy_session.submodule("rig.cache")
+
+
+def _live():  # type: ignore[no-untyped-def]
+    return bpy_session.submodule("rig.live")
+
+
+def _measured(rig: bpy.types.Object, ch: bpy.types.PropertyGroup) -> float:
+    """Tip (tail of the tip bone) to target, in world units, from Blender's evaluated pose."""
+    return float(np.linalg.norm(rigs.world_tail(rig, ch.tip_bone) - np.array(ch.target.matrix_world.translation)))
+
+
+def _assert_honest(rig: bpy.types.Object, what: str) -> None:
+    """A valid chain reports the residual Blender shows; an invalid one has a message."""
+    ch = rig.reach_ik.chains[0]
+    if not ch.is_valid:
+        assert ch.message, f"{what}: invalid chain without a message"
+        return
+    measured = _measured(rig, ch)
+    assert abs(ch.residual - measured) <= 1e-4 + 1e-3 * measured, (
+        f"{what}: the chain says residual {ch.residual:.4g} but the tip is {measured:.4g} from the target"
+    )
+
+
+def _solved_rig(n: int = 3, target: tuple[float, float, float] = (0.6, 0.2, 2.3)) -> bpy.types.Object:
+    rig = rigs.chain_rig(n)
+    t = rigs.empty("T", target)
+    rigs.add_chain(rig, f"b{n - 1}", n, t)
+    rigs.update()
+    ch = rig.reach_ik.chains[0]
+    assert ch.is_valid and _measured(rig, ch) <= TOL, ch.message
+    return rig
+
+
+def test_unlinking_the_target_invalidates_the_chain() -> None:
+    rig = _solved_rig()
+    before = rigs.pose_snapshot(rig)
+    bpy.context.scene.collection.objects.unlink(rig.reach_ik.chains[0].target)
+    rigs.update()
+    ch = rig.reach_ik.chains[0]
+    assert not ch.is_valid and "not in the scene" in ch.message, (ch.is_valid, ch.message)
+    assert rigs.pose_snapshot(rig) == before
+
+
+def test_renaming_the_tip_of_a_chain_from_the_root() -> None:
+    rig = _solved_rig()  # b0..b2: the chain starts at the root bone (no outside parent to watch)
+    before = rigs.pose_snapshot(rig)
+    rig.data.bones["b2"].name = "hand"
+    rigs.update()
+    ch = rig.reach_ik.chains[0]
+    assert not ch.is_valid and "'b2'" in ch.message and "renamed" in ch.message, ch.message
+    assert rigs.pose_snapshot(rig) == before
+    ch.tip_bone = "hand"  # picking the bone again makes it valid and solved
+    rigs.update()
+    assert ch.is_valid and _measured(rig, ch) <= TOL, ch.message
+
+
+@pytest.mark.parametrize("edit", ["inherit_rotation", "inherit_scale"])
+def test_bone_relations_edited_after_a_solve(edit: str) -> None:
+    rig = _solved_rig()
+    before = rigs.pose_snapshot(rig)
+    bone = rig.data.bones["b1"]
+    if edit == "inherit_rotation":
+        bone.use_inherit_rotation = False
+    else:
+        bone.inherit_scale = "NONE"
+    rigs.update()
+    ch = rig.reach_ik.chains[0]
+    assert not ch.is_valid and "'b1'" in ch.message and "inherit" in ch.message, ch.message
+    assert rigs.pose_snapshot(rig) == before
+
+
+def test_bone_lengthened_in_edit_mode() -> None:
+    rig = _solved_rig(target=(0.5, 0.0, 2.5))
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode="EDIT")
+    eb = rig.data.edit_bones["b2"]
+    eb.tail = eb.head + (eb.tail - eb.head) * 1.6  # the same direction, 60% longer: matrix_local unchanged
+    rigs.update()  # in Edit Mode: nothing is solved, nothing raises
+    bpy.ops.object.mode_set(mode="POSE")
+    rigs.update()
+    _assert_honest(rig, "after lengthening b2 in Edit Mode")
+    ch = rig.reach_ik.chains[0]
+    assert ch.is_valid and _measured(rig, ch) <= TOL, f"{ch.message}: {_measured(rig, ch):.4g}"
+
+
+def test_renaming_in_edit_mode_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    rig = _solved_rig()
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode="EDIT")
+    rig.data.edit_bones["b1"].name = "forearm"
+    rigs.update()
+    rig.reach_ik.tolerance = 0.002  # any setting change while still in Edit Mode
+    rigs.update()
+    bpy.ops.object.mode_set(mode="OBJECT")
+    rigs.update()
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err, out.out + out.err
+    assert not _cache().reported, _cache().reported
+    _assert_honest(rig, "after a rename in Edit Mode")
+
+
+def test_target_whose_bone_parent_was_deleted_is_quiet(capfd: pytest.CaptureFixture[str]) -> None:
+    rig = _solved_rig()
+    other = rigs.chain_rig(1, name="Holder")
+    other.location = (3.0, 0.0, 0.0)
+    t = rig.reach_ik.chains[0].target
+    t.parent = other
+    t.parent_type = "BONE"
+    t.parent_bone = "b0"
+    rigs.update()
+    bpy.data.objects.remove(other)  # parent is gone; parent_type still says 'BONE'
+    rigs.update()
+    capfd.readouterr()
+    for k in range(3):
+        t.location.x += 0.01 * (k + 1)
+        rigs.update()
+    err = capfd.readouterr()
+    assert "enum" not in (err.out + err.err).lower(), err.out + err.err
+    _assert_honest(rig, "target with a deleted bone-parent")
+
+
+def test_caches_do_not_grow_with_deleted_rigs() -> None:
+    for i in range(30):
+        rig = _solved_rig()
+        rig.name = f"Rig{i}"
+        target = rig.reach_ik.chains[0].target
+        arm = rig.data
+        bpy.data.objects.remove(rig)
+        bpy.data.objects.remove(target)
+        bpy.data.armatures.remove(arm)
+        rigs.update()
+    sizes = _cache().sizes()
+    assert all(v <= 2 for v in sizes.values()), f"caches kept entries of deleted rigs: {sizes}"
+
+
+def test_unrelated_update_reads_no_rig() -> None:
+    rigs_ = [_solved_rig() for _ in range(3)]
+    other = rigs.empty("Unrelated", (5.0, 0.0, 0.0))
+    rigs.update()
+    live = _live()
+    checks = [live.check_count(r) for r in rigs_]
+    for k in range(5):
+        other.location.x += 0.1 * (k + 1)
+        rigs.update()
+    assert [live.check_count(r) for r in rigs_] == checks, "an unrelated object's move made rigs read their inputs"
+    t = rigs_[1].reach_ik.chains[0].target
+    t.location.x -= 0.05
+    rigs.update()
+    after = [live.check_count(r) for r in rigs_]
+    assert after[1] > checks[1] and after[0] == checks[0] and after[2] == checks[2], (checks, after)
+    _assert_honest(rigs_[1], "after moving its target")
