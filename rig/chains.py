@@ -222,6 +222,36 @@ def build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None
 
     for gi, g in enumerate(plan.groups):
         g.level = level_of(gi)
+
+    # A group below another is solved on a parent pose we derive by carrying bones rigidly with the
+    # upper group's solution. Blender carries a bone that way only if it inherits rotation and full scale:
+    # below a bone that does not, we would solve the lower chain on a pose Blender never shows.
+    for gi, g in enumerate(plan.groups):
+        if not deps[gi]:
+            continue
+        for a in sk.ancestors(g.bones[0]):
+            if a in owner_group:
+                break  # reached the upper group (its own bones are validated as chain bones)
+            if not sk.inherits[a]:
+                upper = plan.groups[owner_group[next(b for b in sk.ancestors(a) if b in owner_group)]].chains[0].name
+                for c in g.chains:
+                    plan.errors[c.index] = (
+                        f"bone '{sk.names[a]}' between chain '{upper}' and this chain does not fully inherit its "
+                        f"parent's rotation and scale (Bone > Relations), so this chain cannot follow '{upper}': "
+                        f"turn Inherit Rotation on and Inherit Scale to 'Full' on '{sk.names[a]}'"
+                    )
+                break
+    # A group below a refused one would be carried through the same bones: refuse it too (levels ascending).
+    refused = {gi for gi, g in enumerate(plan.groups) if any(c.index in plan.errors for c in g.chains)}
+    for gi in sorted(range(len(plan.groups)), key=lambda i: plan.groups[i].level):
+        above = deps[gi] & refused
+        if above and gi not in refused:
+            refused.add(gi)
+            upper = plan.groups[min(above)].chains[0].name
+            for c in plan.groups[gi].chains:
+                plan.errors[c.index] = f"the chain '{upper}' above this one is invalid: fix it first (see its message)"
+    if refused:
+        plan.groups = [g for g in plan.groups if not any(c.index in plan.errors for c in g.chains)]
     plan.groups.sort(key=lambda g: (g.level, g.bones[0]))
     return plan
 

@@ -126,11 +126,18 @@ def rest_start_pose(sk: armature.Skeleton, plan: Plan, inputs: Inputs) -> F64:
         p = int(sk.parent[b])
         affected[b] = int(b) in chain_bones or (p >= 0 and affected[p])
     local = inputs.basis.copy()
+    location = inputs.location
+    if sk.connected.any():
+        # Blender ignores the location channel of a connected bone (its head sits on its parent's tail);
+        # imported or keyed data often carries one anyway.
+        local[:, sk.connected, :3, 3] = 0.0
+        location = location.copy()
+        location[:, sk.connected] = 0.0
     chain_idx = np.array(sorted(chain_bones), dtype=np.int64)
     # Chain bones: translation and scale from the channels, rotation dropped (rest orientation).
     ts = np.zeros((inputs.pose.shape[0], len(chain_idx), 4, 4))
     ts[:, :, 0, 0], ts[:, :, 1, 1], ts[:, :, 2, 2] = (inputs.scale[:, chain_idx, i] for i in range(3))
-    ts[:, :, :3, 3] = inputs.location[:, chain_idx]
+    ts[:, :, :3, 3] = location[:, chain_idx]
     ts[:, :, 3, 3] = 1.0
     local[:, chain_idx] = ts
     for d in range(int(sk.depth.max(initial=0)) + 1):
@@ -340,9 +347,12 @@ class _Space:
         return rot
 
 
-def _chain_arrays(work: _Work, rows: list[list[int]]) -> tuple[F64, ...]:
+def _chain_arrays(work: _Work, rows: list[list[int]], ends: list[int] | None = None) -> tuple[F64, ...]:
     """positions, frames, offsets, ref_local, base for F x K chains of N bones (root first), frame-major.
 
+    The last joint of each row is its last bone's tail, or with `ends` (one bone per row) that bone's head:
+    with Use Target Rotation the bones above the tip reach for where the tip's head must be, and a tip that
+    is not connected has its head away from its parent's tail.
     With Start From 'Rest' the working pose already holds the chain at rest under its parent
     (`rest_start_pose`, then `_Work.propagate` for chains below chains), so no case is needed here.
     """
@@ -353,8 +363,11 @@ def _chain_arrays(work: _Work, rows: list[list[int]]) -> tuple[F64, ...]:
     mats = work.matrices[:, idx]  # (F, K, N, 4, 4): one gather for the heads and the tip's axis
     positions = np.empty((f, k, n + 1, 3))
     positions[:, :, :n] = mats[..., :3, 3]
-    # The tip's tail, as `_Work.tails`: head + Y axis * rest length.
-    positions[:, :, n] = mats[:, :, -1, :3, 3] + mats[:, :, -1, :3, 1] * work.lengths[idx[:, -1]][None, :, None]
+    if ends is None:
+        # The tip's tail, as `_Work.tails`: head + Y axis * rest length.
+        positions[:, :, n] = mats[:, :, -1, :3, 3] + mats[:, :, -1, :3, 1] * work.lengths[idx[:, -1]][None, :, None]
+    else:
+        positions[:, :, n] = work.heads()[:, np.asarray(ends, dtype=np.int64)]
     positions = positions.reshape(f * k, n + 1, 3)
     frames = work.rot[:, idx].reshape(f * k, n, 3, 3)
     deltas = positions[:, 1:] - positions[:, :-1]
@@ -456,7 +469,7 @@ def _solve_batch(
     result: SolveResult | None = None
     if rows[0]:
         n = len(rows[0])
-        positions, frames, offsets, ref_local, base = _chain_arrays(work, rows)
+        positions, frames, offsets, ref_local, base = _chain_arrays(work, rows, tips if with_rot else None)
         problem = ChainProblem(
             positions=positions,
             frames=frames,
@@ -726,17 +739,53 @@ def prepare(
     return report, sk, plan
 
 
-def _flat_groups(sk: armature.Skeleton, plan: Plan, scale: F64, report: RigReport) -> list[Group]:
-    """Groups whose bones all have a usable pose scale in every frame; the others are reported invalid."""
+def _usable_groups(
+    obj: bpy.types.Object,
+    sk: armature.Skeleton,
+    plan: Plan,
+    inputs: Inputs,
+    scale: F64,
+    report: RigReport,
+    channels: armature.Channels | None,
+) -> list[Group]:
+    """Groups that can be solved on these inputs; the chains of the others are reported invalid.
+
+    Checked per chain, on numbers that change while animating (so not in the cached plan): bones scaled to
+    zero, a rotation channel Blender clamped to FLT_MAX (an infinite value typed in: the pose stays finite,
+    but no rotation we write could be compared with or continue from it), and a target scaled to zero on a
+    chain that takes the target's rotation (it has no orientation to take).
+    """
     smallest = scale.min(axis=(0, 2))  # (B,) each bone's smallest axis scale over every frame
-    if not (smallest < 1e-6).any():
-        return list(plan.groups)
+    broken_channel: dict[int, str] = {}
+    if channels is not None:
+        bones = [b for g in plan.groups for b in g.bones]
+        for b, attr in armature.active_rotation_channels(obj, bones).items():
+            if not np.all(np.abs(channels[attr][b]) < 1e30):  # False for NaN too
+                broken_channel[b] = attr
     ok = []
     for g in plan.groups:
+        msg = ""
         flat = np.flatnonzero(smallest[g.bones] < 1e-6)
+        bad = [b for b in g.bones if b in broken_channel]
         if flat.size:
             name = sk.names[g.bones[int(flat[0])]]
             msg = f"bone '{name}' is scaled to zero in the pose: reset its scale (Alt S) so the chain has length"
+        elif bad:
+            name = sk.names[bad[0]]
+            msg = (
+                f"bone '{name}' has an infinite value in its {broken_channel[bad[0]].replace('_', ' ')} "
+                "channel: reset its rotation (Alt R) or type a finite value"
+            )
+        for c in g.chains:
+            if msg or not c.use_target_rotation:
+                continue
+            axes = np.linalg.norm(inputs.targets[c.index][:, :3, :3], axis=1)  # (F, 3) column lengths
+            if (axes < 1e-6).any():
+                msg = (
+                    f"the target '{c.target.name}' is scaled to zero, so it has no rotation for Use Target "
+                    "Rotation: give it a scale or turn Use Target Rotation off"
+                )
+        if msg:
             for c in g.chains:
                 report.outcomes[c.index] = ChainOutcome(False, msg)
         else:
@@ -755,10 +804,12 @@ def solve_inputs(
     inputs: Inputs,
     report: RigReport,
     smooth: bool = False,
+    channels: armature.Channels | None = None,
 ) -> Solved:
     """Solve every planned group over the stacked frames of `inputs`; fill `report`; return basis rotations.
 
     `smooth` (for baking) makes results vary continuously from frame to frame (`uniform_iterations`).
+    `channels` (the current rotation channels, when the result is written to them) are checked too.
     """
     if plan.lengths is None:
         plan.lengths = armature.bone_lengths(obj, sk) if plan.groups else np.zeros(0)
@@ -781,7 +832,7 @@ def solve_inputs(
         pose = rest_start_pose(sk, plan, inputs) if inputs.basis is not None else inputs.pose
         rot, sc = convert.rotation_parts(pose[:, :, :3, :3])
     work = _Work(sk=sk, original=pose, matrices=pose.copy(), rot=rot, rot0=rot.copy(), scale=sc, lengths=lengths)
-    groups = _flat_groups(sk, plan, sc, report)
+    groups = _usable_groups(obj, sk, plan, inputs, sc, report, channels)
     _solve_levels(obj, work, plan, groups, inputs, _Space.of(inputs.world), report, smooth)
     for i, note in plan.notes.items():
         if i in report.outcomes and report.outcomes[i].valid and not report.outcomes[i].message:
@@ -823,9 +874,9 @@ def solve_rig(
             for c in g.chains:
                 report.outcomes[c.index] = ChainOutcome(False, broken)
         return report
-    solved = solve_inputs(obj, sk, plan, inputs, report)
+    channels = reads.channels if reads is not None else armature.read_channels(obj)
+    solved = solve_inputs(obj, sk, plan, inputs, report, channels=channels)
     if write and solved.bones:
-        channels = reads.channels if reads is not None else armature.read_channels(obj)
         changed = armature.rotations_to_channels(obj, solved.bones, solved.basis[0], channels)
         armature.write_channels(obj, channels, changed)
     return report

@@ -168,3 +168,96 @@ def test_unrelated_update_reads_no_rig() -> None:
     after = [live.check_count(r) for r in rigs_]
     assert after[1] > checks[1] and after[0] == checks[0] and after[2] == checks[2], (checks, after)
     _assert_honest(rigs_[1], "after moving its target")
+
+
+def _assert_chain_honest(rig: bpy.types.Object, i: int, what: str) -> None:
+    ch = rig.reach_ik.chains[i]
+    if not ch.is_valid:
+        assert ch.message, f"{what}: invalid chain without a message"
+        return
+    measured = _measured(rig, ch)
+    assert abs(ch.residual - measured) <= 1e-4 + 1e-3 * measured, (
+        f"{what}: chain '{ch.name}' says residual {ch.residual:.4g} but the tip is {measured:.4g} from the target"
+    )
+
+
+def test_stacked_chains_with_a_non_inheriting_bone_between() -> None:
+    rig = rigs.chain_rig(5)
+    rig.data.bones["b2"].use_inherit_rotation = False  # between the two chains, part of neither
+    t1 = rigs.empty("T1", (0.5, 0.3, 1.7))
+    rigs.add_chain(rig, "b1", 2, t1, name="upper")
+    t2 = rigs.empty("T2", (0.9, 0.8, 3.6))
+    rigs.add_chain(rig, "b4", 2, t2, solver="TWO_BONE", name="lower")
+    before = rigs.pose_snapshot(rig)
+    rigs.update()
+    upper, lower = rig.reach_ik.chains
+    assert upper.is_valid and _measured(rig, upper) <= TOL, upper.message
+    _assert_chain_honest(rig, 1, "chain below a bone that does not inherit rotation")
+    assert not lower.is_valid and "'b2'" in lower.message and "Inherit Rotation" in lower.message, lower.message
+    b3 = slice(3 * 4 * 4, 5 * 4 * 4)  # quaternion channels of b3, b4 in the snapshot (4 floats of 4 bytes)
+    assert rigs.pose_snapshot(rig)[b3] == before[b3], "the refused chain's bones were written"
+
+
+def test_rest_start_ignores_a_connected_bones_location_channel() -> None:
+    rig = rigs.chain_rig(3)
+    assert rig.data.bones["b1"].use_connect
+    rig.pose.bones["b1"].location = (0.4, -0.2, 0.3)  # Blender ignores it: b1 is connected
+    t = rigs.empty("T", (0.6, 0.2, 2.3))
+    rigs.add_chain(rig, "b2", 3, t)
+    rig.reach_ik.start_from = "REST"
+    rigs.update()
+    _assert_honest(rig, "Start From Rest with a location on a connected bone")
+    assert rig.reach_ik.chains[0].is_valid and _measured(rig, rig.reach_ik.chains[0]) <= TOL
+
+
+@pytest.mark.parametrize("start", ["CURRENT", "REST"])
+def test_target_rotation_with_a_disconnected_tip(start: str) -> None:
+    rig = rigs.chain_rig(3, gap=0.3)
+    assert not rig.data.bones["b2"].use_connect
+    # A reachable goal: where the tip bone is (tail and orientation) in another pose of the same chain.
+    for name, q in (("b0", (0.95, 0.2, 0.1, 0.0)), ("b1", (0.9, 0.0, 0.3, 0.2)), ("b2", (0.9, 0.3, 0.0, -0.2))):
+        rig.pose.bones[name].rotation_quaternion = q
+    rigs.update()
+    ev = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    goal = ev.matrix_world @ ev.pose.bones["b2"].matrix
+    goal.translation = ev.matrix_world @ ev.pose.bones["b2"].tail
+    for pb in rig.pose.bones:
+        pb.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+    rigs.update()
+    t = rigs.empty("T", (0.0, 0.0, 0.0))
+    t.matrix_world = goal
+    ch = rigs.add_chain(rig, "b2", 3, t)
+    ch.use_target_rotation = True
+    rig.reach_ik.start_from = start
+    rigs.update()
+    _assert_honest(rig, "Use Target Rotation with an offset tip head")
+    assert ch.is_valid and _measured(rig, ch) <= TOL, f"{ch.message}: {_measured(rig, ch):.4g}"
+    ev = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    tip_rot = (ev.matrix_world @ ev.pose.bones["b2"].matrix).to_quaternion()
+    assert tip_rot.rotation_difference(t.matrix_world.to_quaternion()).angle < 1e-3
+
+
+def test_infinite_euler_channel_is_refused() -> None:
+    rig = _solved_rig()
+    for pb in rig.pose.bones:
+        pb.rotation_mode = "XYZ"
+    rigs.update()
+    rig.pose.bones["b1"].rotation_euler = (float("inf"), 0.0, 0.0)  # stored as FLT_MAX
+    before = rigs.pose_snapshot(rig)
+    rig.reach_ik.chains[0].target.location.x += 0.1
+    rigs.update()
+    ch = rig.reach_ik.chains[0]
+    assert not ch.is_valid and "'b1'" in ch.message and "infinite" in ch.message, ch.message
+    assert rigs.pose_snapshot(rig) == before
+
+
+def test_target_rotation_from_a_zero_scaled_target_is_refused() -> None:
+    rig = _solved_rig()
+    ch = rig.reach_ik.chains[0]
+    ch.use_target_rotation = True
+    rigs.update()
+    before = rigs.pose_snapshot(rig)
+    ch.target.scale = (0.0, 0.0, 0.0)
+    rigs.update()
+    assert not ch.is_valid and "scaled to zero" in ch.message and "'T'" in ch.message, ch.message
+    assert rigs.pose_snapshot(rig) == before
