@@ -182,6 +182,15 @@ class WorldMatrices:
             coll.foreach_get("session_uid", self._uids)
         self._order = np.argsort(self._uids, kind="stable")
 
+    def override(self, ob: bpy.types.Object, matrix: F64) -> None:
+        """Replace the snapshot's world matrix of `ob` (where it will be once Blender evaluates our writes)."""
+        total = self._uids.shape[0]
+        if not total:
+            return
+        row = int(self._order[min(int(np.searchsorted(self._uids, ob.session_uid, sorter=self._order)), total - 1)])
+        if int(self._uids[row]) == ob.session_uid:
+            self._raw.reshape(total, 4, 4)[row] = np.asarray(matrix, dtype=np.float64).T
+
     def of(self, objects: Sequence[bpy.types.Object]) -> F64:
         """(n,4,4) world matrices of `objects`, as read when the snapshot was taken."""
         total = self._uids.shape[0]

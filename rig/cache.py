@@ -31,6 +31,9 @@ roots: dict[int, Any] = {}
 plans: dict[int, Any] = {}
 # session_uid -> set of session_uids of the IDs whose change can change this rig's solve.
 depends: dict[int, frozenset[int]] = {}
+# session_uid -> ((armature object session_uid, bone name, object), ...): the targets and poles of this rig
+# that hang from a bone of an armature (through any chain of object parents).
+hangs: dict[int, Any] = {}
 # armature data pointer -> (structure key, skeleton).
 skeletons: dict[int, Any] = {}
 # scene session_uid -> the rigged armature objects of that scene (rebuilt on structure updates).
@@ -38,12 +41,22 @@ scene_rigs: dict[int, Any] = {}
 # session_uid of armatures whose settings changed since their last live check.
 dirty: set[int] = set()
 
-_PER_OBJECT: tuple[dict[int, Any], ...] = (versions, fingerprints, stats, checks, reported, roots, plans, depends)
+_PER_OBJECT: tuple[dict[int, Any], ...] = (
+    versions,
+    fingerprints,
+    stats,
+    checks,
+    reported,
+    roots,
+    plans,
+    depends,
+    hangs,
+)
 
 
 def forget(uid: int) -> None:
     """Drop everything derived from one armature's inputs (it is solved again on its next check)."""
-    for table in (fingerprints, roots, plans, depends):
+    for table in (fingerprints, roots, plans, depends, hangs):
         table.pop(uid, None)
 
 
@@ -68,7 +81,7 @@ def prune(alive_objects: Iterable[int], alive_data: Iterable[int]) -> None:
 
 def clear(keep_stats: bool = True) -> None:
     """Drop every cache (file load, undo/redo: session uids and pointers may now mean other objects)."""
-    for table in (versions, fingerprints, reported, roots, plans, depends, skeletons, scene_rigs):
+    for table in (versions, fingerprints, reported, roots, plans, depends, hangs, skeletons, scene_rigs):
         table.clear()
     dirty.clear()
     if not keep_stats:
@@ -89,6 +102,7 @@ def sizes() -> dict[str, int]:
             ("roots", roots),
             ("plans", plans),
             ("depends", depends),
+            ("hangs", hangs),
             ("skeletons", skeletons),
             ("scene_rigs", scene_rigs),
         )

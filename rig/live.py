@@ -17,12 +17,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import bpy
+import numpy as np
 from bpy.app.handlers import persistent
+from numpy.typing import NDArray
 
 from . import armature, cache
 from .props import rig_settings
 from .solve import ChainState, LiveReads, chain_state, solve_rig, store_status
 
+F64 = NDArray[np.float64]
 _busy = False
 _suspended: set[int] = set()  # session_uid of armatures being baked: the bake solves them itself
 
@@ -107,13 +110,59 @@ def _outside_parents(uid: int, sk: armature.Skeleton, state: ChainState) -> list
     return out
 
 
-def _read(obj: bpy.types.Object) -> tuple[_Seen, LiveReads]:
+def _hanging(objects: list[bpy.types.Object]) -> tuple[tuple[int, str, bpy.types.Object], ...]:
+    """(armature uid, bone, object) for each object that hangs from an armature's bone, at any depth."""
+    out = []
+    for ob in objects:
+        node, depth = ob, 0
+        while node.parent is not None and depth < 1000:
+            parent = node.parent
+            if parent.type == "ARMATURE" and node.parent_type == "BONE" and node.parent_bone:
+                out.append((parent.session_uid, node.parent_bone, ob))
+            node, depth = parent, depth + 1
+    return tuple(out)
+
+
+def _chain_objects(obj: bpy.types.Object) -> list[bpy.types.Object]:
+    return [ob for ch in rig_settings(obj).chains for ob in (ch.target, ch.pole) if ob is not None]
+
+
+# Armature uid -> (world matrix, pose before, pose after, bone index by name) of a rig solved and written in
+# this update: objects parented to its bones are where Blender will put them once it evaluates our write.
+_Moved = dict[int, tuple[F64, F64, F64, dict[str, int]]]
+
+
+def _carry(world: armature.WorldMatrices, obj: bpy.types.Object, moved: _Moved) -> None:
+    """Move the snapshot's targets and poles of `obj` that hang from bones solved in this update.
+
+    Inside a handler Blender cannot re-evaluate them (BLENDER_NOTES); an object parented to a bone moves
+    rigidly with it, so its new world matrix is D @ old with D = W @ P_new @ P_old^-1 @ W^-1.
+    """
+    done: set[int] = set()
+    for arm_uid, bone, ob in cache.hangs.get(obj.session_uid, ()):
+        hit = moved.get(arm_uid)
+        if hit is None or ob.session_uid in done or bone not in hit[3]:
+            continue
+        w, before, after, index = hit
+        b = index[bone]
+        d = w @ after[b] @ np.linalg.inv(before[b]) @ np.linalg.inv(w)
+        world.override(ob, d @ world.of([ob])[0])
+        done.add(ob.session_uid)
+
+
+def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, LiveReads]:
     """Everything a solve of `obj` reads, once: what the change test compares and what the solve reuses."""
     s = rig_settings(obj)
     sk = armature.skeleton(obj)
     state, objects = chain_state(obj)
+    hangs = _hanging(objects)
+    if cache.hangs.get(obj.session_uid) != hangs:
+        cache.hangs[obj.session_uid] = hangs
+        cache.scene_rigs.clear()  # list the rigs again, in the new dependency order
     # The armature's own matrix comes from the same one-call read as the targets and poles.
     world = armature.WorldMatrices()
+    if moved:
+        _carry(world, obj, moved)
     data = [world.of([obj, *objects]).tobytes()]
     pose = None
     roots = _outside_parents(obj.session_uid, sk, state)
@@ -134,14 +183,18 @@ def _read(obj: bpy.types.Object) -> tuple[_Seen, LiveReads]:
     return seen, LiveReads(sk=sk, state=state, channels=channels, world=world, pose=pose)
 
 
-def _solve_live(obj: bpy.types.Object) -> None:
+def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
+    """Check `obj` and solve it if its inputs changed; with `carry`, record how its bones moved in `moved`."""
     uid = obj.session_uid
     cache.checks[uid] = cache.checks.get(uid, 0) + 1
-    seen, reads = _read(obj)
+    seen, reads = _read(obj, moved)
     last = cache.fingerprints.get(uid)
     if last is not None and last.same(seen):
         return
-    report = solve_rig(obj, write=True, cached=True, reads=reads)
+    report = solve_rig(obj, write=True, cached=True, reads=reads, carry=carry)
+    if report.moved is not None:
+        world = np.array(obj.matrix_world, dtype=np.float64)
+        moved[uid] = (world, report.moved[0], report.moved[1], reads.sk.index)
     cache.stats[uid] = cache.stats.get(uid, 0) + 1
     store_status(obj, report)
     # Our write changed only rotation channels, and `reads.channels` now holds exactly the float32 values
@@ -155,9 +208,30 @@ def _scene_rigs(scene: bpy.types.Scene) -> list[bpy.types.Object]:
     key = scene.session_uid
     rigs = cache.scene_rigs.get(key)
     if rigs is None:
-        rigs = [ob for ob in scene.objects if ob.type == "ARMATURE" and len(rig_settings(ob).chains)]
+        found = [ob for ob in scene.objects if ob.type == "ARMATURE" and len(rig_settings(ob).chains)]
+        for ob in found:
+            cache.hangs[ob.session_uid] = _hanging(_chain_objects(ob))
+        rigs = _dependency_order(found)
         cache.scene_rigs[key] = rigs
     return rigs
+
+
+def _dependency_order(rigs: list[bpy.types.Object]) -> list[bpy.types.Object]:
+    """Rigs whose targets hang from another rig's bones come after that rig (a cycle keeps the given order)."""
+    uids = {ob.session_uid for ob in rigs}
+    after = {ob.session_uid: {a for a, _b, _o in cache.hangs.get(ob.session_uid, ()) if a in uids} for ob in rigs}
+    out: list[bpy.types.Object] = []
+    placed: set[int] = set()
+    pending = list(rigs)
+    while pending:
+        ready = [ob for ob in pending if after[ob.session_uid] <= placed | {ob.session_uid}]
+        if not ready:
+            ready = pending[:1]  # a cycle: one of them is a frame late, whatever the order
+        for ob in ready:
+            out.append(ob)
+            placed.add(ob.session_uid)
+            pending.remove(ob)
+    return out
 
 
 def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
@@ -175,8 +249,13 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
             cache.scene_rigs.clear()
             rigs = list(_scene_rigs(scene))
             uids = [ob.session_uid for ob in rigs]
+        # Armatures that other rigs' targets hang from: their solves also report how their bones moved.
+        leaders = {a for u in uids for a, _b, _o in cache.hangs.get(u, ())}
+        moved: _Moved = {}
         for obj, uid in zip(rigs, uids, strict=True):
-            if updated is not None and uid not in cache.dirty:
+            # A rig whose targets hang from a rig that moved in this update is checked whatever `updated` says.
+            follows = bool(moved) and any(a in moved for a, _b, _o in cache.hangs.get(uid, ()))
+            if not follows and updated is not None and uid not in cache.dirty:
                 deps = cache.depends.get(uid)
                 if deps is not None and deps.isdisjoint(updated):
                     continue  # nothing this rig reads was re-evaluated: the cheap, common case
@@ -189,7 +268,7 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
             if not settings.live or not len(settings.chains):
                 continue
             try:
-                _solve_live(obj)
+                _solve_live(obj, moved, uid in leaders)
             except Exception:
                 # One rig's failure never stops the others; print each distinct failure once.
                 text = traceback.format_exc()

@@ -55,6 +55,9 @@ class RigReport:
 
     outcomes: dict[int, ChainOutcome] = field(default_factory=dict)
     rig_error: str | None = None
+    # (before, after) armature-space pose matrices (B, 4, 4) of a written live solve, when asked for
+    # (`solve_rig(carry=True)`): how the bones moved, to carry objects parented to them (live.py).
+    moved: tuple[F64, F64] | None = None
 
 
 @dataclass
@@ -625,6 +628,9 @@ class Solved:
 
     bones: list[int]  # parents before children
     basis: F64  # (F, len(bones), 3, 3) local (basis) rotations
+    # (F, B, 4, 4) armature-space pose of every bone after the solve (bones below solved ones carried along),
+    # when asked for (`solve_inputs(final_pose=True)`): where objects parented to these bones will be.
+    pose: F64 | None = None
 
 
 class ChainRow(NamedTuple):
@@ -805,11 +811,13 @@ def solve_inputs(
     report: RigReport,
     smooth: bool = False,
     channels: armature.Channels | None = None,
+    final_pose: bool = False,
 ) -> Solved:
     """Solve every planned group over the stacked frames of `inputs`; fill `report`; return basis rotations.
 
     `smooth` (for baking) makes results vary continuously from frame to frame (`uniform_iterations`).
     `channels` (the current rotation channels, when the result is written to them) are checked too.
+    `final_pose` also returns the whole armature's pose after the solve (`Solved.pose`).
     """
     if plan.lengths is None:
         plan.lengths = armature.bone_lengths(obj, sk) if plan.groups else np.zeros(0)
@@ -838,7 +846,9 @@ def solve_inputs(
         if i in report.outcomes and report.outcomes[i].valid and not report.outcomes[i].message:
             report.outcomes[i].message = note
     if not work.solved:
-        return Solved([], np.zeros((inputs.pose.shape[0], 0, 3, 3)))
+        return Solved([], np.zeros((inputs.pose.shape[0], 0, 3, 3)), inputs.pose if final_pose else None)
+    if final_pose:
+        work.propagate()
     solved = np.fromiter(work.solved, dtype=np.int64, count=len(work.solved))
     order = solved[np.lexsort((solved, sk.depth[solved]))]  # parents before children
     bones = order.tolist()
@@ -846,7 +856,7 @@ def solve_inputs(
     frames = work.rot[:, order]  # (F, n, 3, 3)
     parent_frames = work.parent_rot(bones)
     basis = armature.local_rotations(frames, parent_frames, sk.rest_rel[bones][None])
-    return Solved(bones, basis)
+    return Solved(bones, basis, work.matrices if final_pose else None)
 
 
 def solve_rig(
@@ -856,6 +866,7 @@ def solve_rig(
     only: set[int] | None = None,
     cached: bool = False,
     reads: LiveReads | None = None,
+    carry: bool = False,
 ) -> RigReport:
     """Solve the enabled chains of armature `obj` on its current pose; write rotations if `write`.
 
@@ -875,10 +886,12 @@ def solve_rig(
                 report.outcomes[c.index] = ChainOutcome(False, broken)
         return report
     channels = reads.channels if reads is not None else armature.read_channels(obj)
-    solved = solve_inputs(obj, sk, plan, inputs, report, channels=channels)
+    solved = solve_inputs(obj, sk, plan, inputs, report, channels=channels, final_pose=carry)
     if write and solved.bones:
         changed = armature.rotations_to_channels(obj, solved.bones, solved.basis[0], channels)
         armature.write_channels(obj, channels, changed)
+        if carry and changed and solved.pose is not None:
+            report.moved = (inputs.pose[0], solved.pose[0])
     return report
 
 

@@ -11,6 +11,7 @@ import bpy_session
 import numpy as np
 import pytest
 import rigs
+from mathutils import Matrix
 
 TOL = 1e-3
 
@@ -261,3 +262,51 @@ def test_target_rotation_from_a_zero_scaled_target_is_refused() -> None:
     rigs.update()
     assert not ch.is_valid and "scaled to zero" in ch.message and "'T'" in ch.message, ch.message
     assert rigs.pose_snapshot(rig) == before
+
+
+def _two_rigs() -> tuple[bpy.types.Object, bpy.types.Object, bpy.types.Object, bpy.types.Object]:
+    """Rig B reaches for TB; rig A reaches for TA, which is parented to B's tip bone (B's chain moves it)."""
+    b = rigs.chain_rig(3, name="B")
+    tb = rigs.empty("TB", (0.5, 0.2, 2.5))
+    rigs.add_chain(b, "b2", 3, tb, name="lead")
+    b.reach_ik.start_from = "REST"  # B's pose depends on its target only, not on the frames solved before
+    a = rigs.chain_rig(3, name="A")
+    a.location = (1.5, 0.0, 0.0)
+    rigs.update()
+    ta = rigs.empty("TA", (0.0, 0.0, 0.0))
+    ta.parent = b
+    ta.parent_type = "BONE"
+    ta.parent_bone = "b2"
+    rigs.update()
+    ta.matrix_world = Matrix.Translation((0.9, 0.1, 2.4))
+    rigs.add_chain(a, "b2", 3, ta, name="follow")
+    rigs.update()
+    return a, ta, b, tb
+
+
+def test_target_hanging_from_another_rigs_chain_is_followed_in_the_same_update() -> None:
+    a, ta, b, tb = _two_rigs()
+    for k, loc in enumerate(((0.6, 0.3, 2.4), (0.3, -0.2, 2.6), (0.7, 0.1, 2.2))):
+        tb.location = loc
+        rigs.update()  # one update: B solves, and A reaches for where B's solve put TA
+        goal = np.array(ta.matrix_world.translation)  # evaluated now, with B's written pose
+        assert np.linalg.norm(rigs.world_tail(b, "b2") - np.array(loc)) <= TOL, f"step {k}: B missed"
+        tip = rigs.world_tail(a, "b2")
+        assert np.linalg.norm(tip - goal) <= TOL, f"step {k}: A's tip is {np.linalg.norm(tip - goal):.4g} from TA"
+        _assert_honest(a, f"step {k}")
+
+
+def test_bake_of_a_rig_whose_target_hangs_from_a_live_rig() -> None:
+    a, ta, _b, tb = _two_rigs()
+    for frame, loc in ((1, (0.6, 0.3, 2.4)), (10, (0.3, -0.2, 2.6)), (20, (0.7, 0.1, 2.2))):
+        tb.location = loc
+        tb.keyframe_insert("location", frame=frame)
+    bpy.context.view_layer.objects.active = a
+    assert bpy.ops.reach.bake(frame_start=1, frame_end=20) == {"FINISHED"}
+    assert not a.reach_ik.chains[0].enabled, "the baked chain is disabled so its keys play back"
+    for frame in (1, 5, 10, 15, 20):
+        bpy.context.scene.frame_set(frame)
+        rigs.update()  # B's frame handler wrote its pose after Blender placed TA: evaluate that
+        goal = np.array(ta.matrix_world.translation)
+        d = float(np.linalg.norm(rigs.world_tail(a, "b2") - goal))
+        assert d <= TOL, f"frame {frame}: the baked tip is {d:.4g} from where TA was"
