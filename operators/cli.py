@@ -15,6 +15,7 @@ is never overwritten unless --in-place is given. `main(argv)` is the same entry 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -34,6 +35,10 @@ _handle: object | None = None
 
 class UsageError(Exception):
     pass
+
+
+class TargetError(Exception):
+    """An output path that cannot be written, found before baking so that a failed run writes nothing."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -119,11 +124,56 @@ def _frames(text: str | None) -> tuple[int, int]:
         raise UsageError(f"--frames takes START-END or one frame number, not {text!r}") from None
 
 
+def _temp_path(path: Path) -> Path:
+    """The hidden temp file beside `path` that the output is written to before the rename.
+
+    Blender itself first writes `<temp>@` and renames that to `<temp>`, so a killed save can leave either.
+    """
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}{path.suffix}")
+
+
+def _one_line(exc: BaseException) -> str:
+    # Blender's RuntimeErrors span several lines ("Error: Cannot open file ...\n"); a message is one line.
+    return " ".join(str(exc).split())
+
+
+def _check_target(flag: str, given: Path, target: Path, if_folder: str) -> None:
+    """Raise TargetError unless the file `target` (from option `flag` `given`) can be written by `_atomic_write`.
+
+    Checked for every output before baking: a run that cannot save must fail before it writes anything, not
+    after the .blend is saved and the report is not. Missing folders are fine (they are made at save time), so
+    the nearest existing one must be a folder we can create files in: probed with the very temp file name we
+    will use, since os.access() says yes to root on any folder and knows nothing of /proc or too-long names.
+    `if_folder` says what to do when `target` is an existing folder.
+    """
+    target = target.resolve()
+    where = f"{flag} {given}"
+    if target.is_dir():
+        named = where if target == Path(given).resolve() else f"{where}: {target}"
+        raise TargetError(f"{named} is a folder: {if_folder}")
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise TargetError(f"{where}: {folder} is a file, not a folder: choose a path inside a folder")
+    probe = folder / (_temp_path(target).name + "@")
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        probe.unlink()
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise TargetError(
+                f"{where}: the name is too long for the temp file written beside it ({exc.strerror}): "
+                "use a shorter file name"
+            ) from None
+        raise TargetError(f"{where}: cannot write in {folder} ({exc.strerror}): choose a writable folder") from None
+
+
 def _atomic_write(path: Path, write: object) -> None:
     """Write via `write(tmp_path)` to a temp file in the same folder, then rename it over `path`."""
     path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}{path.suffix}")
+    tmp = _temp_path(path)
     try:
         write(tmp)  # type: ignore[operator]
         os.replace(tmp, path)
@@ -164,14 +214,39 @@ def cmd_bake(args: argparse.Namespace) -> int:
         raise UsageError("--in-place needs a saved .blend file to overwrite")
     if args.output is not None and source and Path(args.output).resolve() == Path(source).resolve():
         raise UsageError("--output is the input file: use --in-place to overwrite it on purpose")
+    report_given = args.report  # None when --output-dir names the report
     if args.output_dir is not None:
         if not source:
             raise UsageError("--output-dir names its output after the input .blend: open a saved file")
-        stem = Path(source).stem
-        args.output = Path(args.output_dir) / f"{stem}_baked.blend"
+        args.output = Path(args.output_dir) / f"{Path(source).stem}_baked.blend"
         if args.report is None:
-            args.report = Path(args.output_dir) / f"{stem}_report.json"
+            args.report = Path(args.output_dir) / f"{Path(source).stem}_report.json"
     start, end = _frames(args.frames)
+    stem = Path(source).stem if source else "shot"
+    target = Path(args.output) if args.output else Path(source)
+    if args.report is not None:
+        report_path = Path(args.report).resolve()
+        if report_path == target.resolve():
+            raise UsageError(f"--report {args.report} is the baked .blend itself: give the report its own file name")
+        if source and report_path == Path(source).resolve():
+            raise UsageError(f"--report {args.report} is the input file: give the report its own file name")
+    try:
+        if args.output_dir is not None:
+            again = "move it away or choose another --output-dir"
+            _check_target("--output-dir", args.output_dir, target, again)
+            if report_given is None:
+                _check_target("--output-dir", args.output_dir, Path(args.report), again)
+        elif args.in_place:
+            _check_target("--in-place", target, target, "the input must be a .blend file")
+        else:
+            inside = f"give a file path in it, e.g. --output {target / (stem + '_baked.blend')}, or use --output-dir"
+            _check_target("--output", target, target, inside)
+        if report_given is not None:
+            inside = f"give a file path in it, e.g. --report {Path(report_given) / (stem + '_report.json')}"
+            _check_target("--report", report_given, Path(report_given), inside)
+    except TargetError as exc:
+        _say(f"error: {exc}")  # before baking and with no report: a run that cannot save writes nothing
+        return FAILED
     report: dict[str, object] = {
         "file": source,
         "blender": bpy.app.version_string,
@@ -224,8 +299,10 @@ def cmd_bake(args: argparse.Namespace) -> int:
                 f"baked '{obj.name}': {len(result.chains)} chain(s), frames {start}-{end} step {args.step}, "
                 f"{result.keys_written} keys in {result.seconds:.3f} s, worst residual {worst:.3g}"
             )
-        target = Path(args.output) if args.output else Path(source)
-        _save_blend(target)
+        try:
+            _save_blend(target)
+        except (OSError, RuntimeError) as exc:  # checked writable above, so a full disk or a vanished share
+            raise BakeError(f"cannot save {target}: {_one_line(exc)}: free space or choose another path") from None
         _say(f"saved {target}")
     except BakeError as exc:
         errors.append(str(exc))
@@ -233,7 +310,11 @@ def cmd_bake(args: argparse.Namespace) -> int:
     report["ok"] = not errors
     report["seconds"] = round(time.perf_counter() - started, 4)
     if args.report:
-        _write_report(args.report, report)
+        try:
+            _write_report(args.report, report)
+        except OSError as exc:
+            _say(f"error: cannot write --report {args.report}: {_one_line(exc)}: free space or choose another path")
+            return FAILED
         _say(f"report {Path(args.report).resolve()}")
     return FAILED if errors else OK
 

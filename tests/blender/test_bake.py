@@ -246,6 +246,8 @@ def test_cli_bake_check_and_usage(tmp_path: Path) -> None:
     assert chain["frames"] == 12 and chain["max_residual"] <= TOL, chain
     assert not list(tmp_path.glob("**/.*tmp*")), "no temp files are left behind"
     assert cli.main(["bake", "--frames", "1-5", "--output", str(src)]) == 2, "refuses to overwrite the input"
+    for report_at in (out, src):  # a report over the baked file or over the input is a usage error
+        assert cli.main(["bake", "--frames", "1-5", "--output", str(out), "--report", str(report_at)]) == 2
     assert cli.main(["bake", "--bogus"]) == 2
     assert cli.main(["frobnicate"]) == 2
     assert cli.main(["--help"]) == 0

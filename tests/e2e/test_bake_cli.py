@@ -156,3 +156,64 @@ def test_cli_in_place(installed: Blender, tmp_path: Path, flag: str) -> None:
     assert not list(tmp_path.glob("*.blend1")) and not list(tmp_path.glob(".*tmp*")), list(tmp_path.iterdir())
     result = installed.python(REPLAY, blend=shot)
     assert result["has_action"] and result["frames"]["7"] <= TOL, result
+
+
+# --- Robustness: bad output paths, bad numbers, negative frames, leftovers of killed runs ---------------------
+
+
+@pytest.fixture(scope="module")
+def shot_file(installed: Blender, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One shot for the module; each test bakes its own copy (one Blender process saved instead of many)."""
+    return _shot(installed, tmp_path_factory.mktemp("shot") / "shot.blend")
+
+
+def _bake(blender: Blender, shot: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return blender.run(["-b", str(shot), "-c", "reach_ik", "bake", *args], check=False)
+
+
+def _snapshot(folder: Path) -> dict[str, bytes | None]:
+    """Every path under `folder` with its bytes (None for folders), to prove a failed run wrote nothing."""
+    return {str(p.relative_to(folder)): None if p.is_dir() else p.read_bytes() for p in sorted(folder.rglob("*"))}
+
+
+def _errors(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in (proc.stdout + proc.stderr).splitlines() if "error" in line.lower()]
+
+
+# Tests run as root, for whom a chmod-read-only folder is still writable, and neither read-only bind mounts nor
+# `chattr +i` are available everywhere. So the unwritable targets here are ones that fail for every user on any
+# Linux: a path under a regular file (ENOTDIR), and a new file in /proc (procfs never creates files, even for
+# root). --in-place cannot point into either (the input must be a readable .blend), so its case is an input whose
+# name is too long for the temp file beside it (ENAMETOOLONG, NAME_MAX is 255): the same check before baking.
+UNWRITABLE = {
+    "output-is-a-folder": (["--output", "{tmp}/folder"], "--output {tmp}/folder is a folder"),
+    "output-under-a-file": (["--output", "{tmp}/notes.txt/out.blend"], "{tmp}/notes.txt is a file"),
+    "output-dir-is-a-file": (["--output-dir", "{tmp}/notes.txt"], "{tmp}/notes.txt is a file"),
+    "output-in-proc": (["--output", "/proc/reach_ik_out.blend"], "cannot write in /proc"),
+    "report-under-a-file": (
+        ["--output", "{tmp}/out.blend", "--report", "{tmp}/notes.txt/r.json"],
+        "{tmp}/notes.txt is a file",
+    ),
+    "report-in-proc": (["--output", "{tmp}/out.blend", "--report", "/proc/reach_ik/r.json"], "cannot write in /proc"),
+    "in-place-name-too-long": (["--in-place"], "too long"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNWRITABLE))
+def test_cli_unwritable_target_fails_before_baking(
+    installed: Blender, shot_file: Path, tmp_path: Path, case: str
+) -> None:
+    args, expected = UNWRITABLE[case]
+    name = ("x" * 244 + ".blend") if case == "in-place-name-too-long" else "shot.blend"
+    shot = Path(shutil.copy(shot_file, tmp_path / name))
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "notes.txt").write_text("not a folder\n")
+    before = _snapshot(tmp_path)
+    proc = _bake(installed, shot, "--frames", "1-5", *(a.format(tmp=tmp_path) for a in args))
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, f"{case}: exit {proc.returncode}\n{output[-3000:]}"
+    assert "Traceback" not in output, f"{case}: a one-line message, not a traceback:\n{output[-3000:]}"
+    errors = _errors(proc)
+    assert len(errors) == 1 and expected.format(tmp=tmp_path) in errors[0], f"{case}: {errors}\n{output[-2000:]}"
+    assert "baked '" not in proc.stdout, f"{case}: the paths are checked before baking:\n{proc.stdout[-2000:]}"
+    assert _snapshot(tmp_path) == before, f"{case}: a failed run writes nothing (no output, report or temp file)"
