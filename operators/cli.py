@@ -17,7 +17,9 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import math
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -34,7 +36,11 @@ _handle: object | None = None
 
 
 class UsageError(Exception):
-    pass
+    """A usage mistake: exit 2 with a one-line message (`reach_ik: error: ...`)."""
+
+
+class _ArgparseError(UsageError):
+    """argparse's own errors, already formatted with the usage lines."""
 
 
 class TargetError(Exception):
@@ -44,7 +50,7 @@ class TargetError(Exception):
 class _Parser(argparse.ArgumentParser):
     # argparse would sys.exit() inside Blender's process; raise instead and map to exit code 2.
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.format_usage()}{self.prog}: error: {message}")
+        raise _ArgparseError(f"{self.format_usage()}{self.prog}: error: {message}")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -90,6 +96,33 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate every chain; exit 1 if any is invalid")
     check.add_argument("--rig", action="append", default=[], metavar="NAME", help="armature object to check")
     return p
+
+
+# Options whose value may start with '-': negative frames (legal in Blender) and numbers the checks refuse.
+_DASH_VALUE_OPTIONS = ("--frames", "--reduce", "--step")
+_DASH_VALUE = re.compile(r"-(\d|\.\d|inf|nan)", re.IGNORECASE)
+
+
+def _join_dash_values(argv: list[str]) -> list[str]:
+    """`--frames -5--1` -> `--frames=-5--1`, which argparse reads as the option's value.
+
+    argparse takes any word starting with '-' for an option unless it is a plain negative number, so
+    `--frames -5--1` or `--frames -10-5` failed with "expected one argument". Only a word that starts like a
+    negative number is joined, so `--frames --output x` still reports the missing frames.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return out + argv[i:]
+        if word in _DASH_VALUE_OPTIONS and i + 1 < len(argv) and _DASH_VALUE.match(argv[i + 1]):
+            out.append(f"{word}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(word)
+        i += 1
+    return out
 
 
 def _say(msg: str) -> None:
@@ -222,6 +255,9 @@ def cmd_bake(args: argparse.Namespace) -> int:
         if args.report is None:
             args.report = Path(args.output_dir) / f"{Path(source).stem}_report.json"
     start, end = _frames(args.frames)
+    if args.reduce is not None and not (math.isfinite(args.reduce) and args.reduce >= 0):
+        # NaN compares false with every key's error (2 keys per curve were left), and below 0 nothing is in it.
+        raise UsageError(f"--reduce {args.reduce:g} is not a tolerance: give a finite number >= 0, e.g. --reduce 0.001")
     stem = Path(source).stem if source else "shot"
     target = Path(args.output) if args.output else Path(source)
     if args.report is not None:
@@ -385,16 +421,16 @@ def main(argv: list[str]) -> int:
         if not argv or argv[0] in ("-h", "--help", "help"):
             parser.print_help()
             return OK if argv else USAGE
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_join_dash_values(argv))
         if args.command == "bake":
             return cmd_bake(args)
         if args.command == "check":
             return cmd_check(args)
         if args.command == "openjd":
             return cmd_openjd(args)
-        raise UsageError(f"{parser.format_usage()}unknown command")
+        parser.error("unknown command")
     except UsageError as exc:
-        print(exc, file=sys.stderr, flush=True)
+        print(exc if isinstance(exc, _ArgparseError) else f"reach_ik: error: {exc}", file=sys.stderr, flush=True)
         return USAGE
     except SystemExit as exc:  # argparse's own --help inside a subcommand
         return int(exc.code or 0) if isinstance(exc.code, int) else USAGE

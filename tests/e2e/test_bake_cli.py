@@ -217,3 +217,27 @@ def test_cli_unwritable_target_fails_before_baking(
     assert len(errors) == 1 and expected.format(tmp=tmp_path) in errors[0], f"{case}: {errors}\n{output[-2000:]}"
     assert "baked '" not in proc.stdout, f"{case}: the paths are checked before baking:\n{proc.stdout[-2000:]}"
     assert _snapshot(tmp_path) == before, f"{case}: a failed run writes nothing (no output, report or temp file)"
+
+
+@pytest.mark.parametrize("tol", ["nan", "-1", "inf", "-inf"])
+def test_cli_reduce_tolerance_must_be_finite_and_not_negative(
+    installed: Blender, shot_file: Path, tmp_path: Path, tol: str
+) -> None:
+    out = tmp_path / "out.blend"
+    proc = _bake(installed, shot_file, "--frames", "1-5", "--reduce", tol, "--output", str(out))
+    assert proc.returncode == 2, f"--reduce {tol} is a usage error: exit {proc.returncode}\n{proc.stdout[-2000:]}"
+    errors = _errors(proc)
+    assert len(errors) == 1 and f"--reduce {tol}" in errors[0], errors
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("frames", "span"), [("-5--1", [-5, -1]), ("-5", [-5, -5]), ("-10-5", [-10, 5])])
+def test_cli_negative_frames(installed: Blender, shot_file: Path, tmp_path: Path, frames: str, span: list[int]) -> None:
+    out, report = tmp_path / "out.blend", tmp_path / "r.json"
+    # `--frames -5--1` as two words, the way farm templates and shell scripts pass it (not only `--frames=-5--1`).
+    proc = _bake(installed, shot_file, "--frames", frames, "--output", str(out), "--report", str(report), "--step", "1")
+    assert proc.returncode == 0, (
+        f"--frames {frames}: exit {proc.returncode}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+    )
+    data = json.loads(report.read_text())
+    assert data["frames"] == span and data["rigs"][0]["frames_baked"] == span[1] - span[0] + 1, data
