@@ -8,8 +8,10 @@
     blender -c reach_ik --help
 
 Exit codes: 0 ok, 1 validation or bake failure, 2 usage. Outputs are written to a temporary file beside the
-target and renamed into place, so a killed job never leaves a half-written .blend or report. The input file
-is never overwritten unless --in-place is given. `main(argv)` is the same entry point, callable from Python.
+target and renamed into place, so a killed job never leaves a half-written .blend or report; the temp file a
+killed save leaves is removed by the next run to the same output. Every output path is checked before baking,
+so a run that cannot save writes nothing. The input file is never overwritten unless --in-place is given.
+`main(argv)` is the same entry point, callable from Python.
 """
 
 from __future__ import annotations
@@ -202,10 +204,34 @@ def _check_target(flag: str, given: Path, target: Path, if_folder: str) -> None:
         raise TargetError(f"{where}: cannot write in {folder} ({exc.strerror}): choose a writable folder") from None
 
 
-def _atomic_write(path: Path, write: object) -> None:
-    """Write via `write(tmp_path)` to a temp file in the same folder, then rename it over `path`."""
+def _remove_leftovers(path: Path, since: float) -> None:
+    """Remove the temp files that runs killed while saving `path` left beside it (see `_temp_path`).
+
+    Only hidden files named exactly like our temp files for this same output, by another process id, and last
+    written before this run started (`since`, wall clock): a newer one may be another run's save in progress.
+    """
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.tmp-(\d+){re.escape(path.suffix)}@?")
+    with os.scandir(path.parent) as entries:
+        for entry in entries:
+            found = pattern.fullmatch(entry.name)
+            if found is None or int(found.group(1)) == os.getpid():
+                continue
+            try:
+                if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mtime < since:
+                    os.unlink(entry.path)
+                    _say(f"removed {entry.path}, left by an interrupted run")
+            except OSError:
+                pass  # another run removed it first, or it is not ours to remove: either way not this run's job
+
+
+def _atomic_write(path: Path, write: object, since: float) -> None:
+    """Write via `write(tmp_path)` to a temp file in the same folder, then rename it over `path`.
+
+    Leftover temp files of killed runs for the same `path` older than `since` are removed first.
+    """
     path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_leftovers(path, since)
     tmp = _temp_path(path)
     try:
         write(tmp)  # type: ignore[operator]
@@ -215,19 +241,19 @@ def _atomic_write(path: Path, write: object) -> None:
             tmp.unlink()
 
 
-def _save_blend(path: Path) -> None:
+def _save_blend(path: Path, since: float) -> None:
     def write(tmp: Path) -> None:
         # copy=True: the open file keeps its own path; no .blend1 backup appears since tmp is new.
         bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, check_existing=False)
 
-    _atomic_write(path, write)
+    _atomic_write(path, write, since)
 
 
-def _write_report(path: Path, data: dict[str, object]) -> None:
+def _write_report(path: Path, data: dict[str, object], since: float) -> None:
     def write(tmp: Path) -> None:
         tmp.write_text(json.dumps(data, indent=2) + "\n")
 
-    _atomic_write(path, write)
+    _atomic_write(path, write, since)
 
 
 def _chain_indices(obj: bpy.types.Object, spec: str, seen: set[str]) -> set[int] | str:
@@ -241,7 +267,7 @@ def _chain_indices(obj: bpy.types.Object, spec: str, seen: set[str]) -> set[int]
 
 
 def cmd_bake(args: argparse.Namespace) -> int:
-    started = time.perf_counter()
+    started, since = time.perf_counter(), time.time()
     source = bpy.data.filepath
     if args.in_place and not source:
         raise UsageError("--in-place needs a saved .blend file to overwrite")
@@ -336,7 +362,7 @@ def cmd_bake(args: argparse.Namespace) -> int:
                 f"{result.keys_written} keys in {result.seconds:.3f} s, worst residual {worst:.3g}"
             )
         try:
-            _save_blend(target)
+            _save_blend(target, since)
         except (OSError, RuntimeError) as exc:  # checked writable above, so a full disk or a vanished share
             raise BakeError(f"cannot save {target}: {_one_line(exc)}: free space or choose another path") from None
         _say(f"saved {target}")
@@ -347,7 +373,7 @@ def cmd_bake(args: argparse.Namespace) -> int:
     report["seconds"] = round(time.perf_counter() - started, 4)
     if args.report:
         try:
-            _write_report(args.report, report)
+            _write_report(args.report, report, since)
         except OSError as exc:
             _say(f"error: cannot write --report {args.report}: {_one_line(exc)}: free space or choose another path")
             return FAILED

@@ -241,3 +241,43 @@ def test_cli_negative_frames(installed: Blender, shot_file: Path, tmp_path: Path
     )
     data = json.loads(report.read_text())
     assert data["frames"] == span and data["rigs"][0]["frames_baked"] == span[1] - span[0] + 1, data
+
+
+def test_cli_removes_leftover_temp_files_of_a_killed_run(installed: Blender, shot_file: Path, tmp_path: Path) -> None:
+    """A run killed while saving leaves its hidden temp file (`.out.blend.tmp-PID.blend@` while Blender writes it,
+    `.out.blend.tmp-PID.blend` between Blender's rename and ours): the next run to the same output removes it."""
+    old, future = 1_000_000_000, 4_000_000_000  # 2001 and 2096: before and after this run, with no clock involved
+    planted = {
+        ".out.blend.tmp-48213.blend@": (old, True),  # killed while Blender wrote the file
+        ".out.blend.tmp-48214.blend": (old, True),  # killed between Blender's rename and ours
+        ".r.json.tmp-48213.json": (old, True),  # the report's temp file
+        ".out.blend.tmp-48215.blend@": (future, False),  # newer than the run: another run may be writing it
+        ".other.blend.tmp-48213.blend@": (old, False),  # another output's
+        ".out.blend.tmp-x48213.blend@": (old, False),  # not our pattern
+        "out.blend.tmp-48213.blend@": (old, False),  # not hidden: not ours
+        "notes.txt": (old, False),
+    }
+    for name, (mtime, _gone) in planted.items():
+        (tmp_path / name).write_text(name)
+        os.utime(tmp_path / name, (mtime, mtime))
+    proc = _bake(
+        installed,
+        shot_file,
+        "--frames",
+        "1-5",
+        "--output",
+        str(tmp_path / "out.blend"),
+        "--report",
+        str(tmp_path / "r.json"),
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    for name, (_mtime, gone) in planted.items():
+        path = tmp_path / name
+        if gone:
+            assert not path.exists(), f"{name}: a leftover of a killed run is removed"
+            assert f"removed {path}" in proc.stdout, proc.stdout[-2000:]
+        else:
+            assert path.exists() and path.read_text() == name, f"{name}: not a leftover of ours, left untouched"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [*(n for n, (_m, gone) in planted.items() if not gone), "out.blend", "r.json"]
+    )
