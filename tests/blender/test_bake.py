@@ -246,6 +246,8 @@ def test_cli_bake_check_and_usage(tmp_path: Path) -> None:
     assert chain["frames"] == 12 and chain["max_residual"] <= TOL, chain
     assert not list(tmp_path.glob("**/.*tmp*")), "no temp files are left behind"
     assert cli.main(["bake", "--frames", "1-5", "--output", str(src)]) == 2, "refuses to overwrite the input"
+    for report_at in (out, src):  # a report over the baked file or over the input is a usage error
+        assert cli.main(["bake", "--frames", "1-5", "--output", str(out), "--report", str(report_at)]) == 2
     assert cli.main(["bake", "--bogus"]) == 2
     assert cli.main(["frobnicate"]) == 2
     assert cli.main(["--help"]) == 0
@@ -257,3 +259,25 @@ def test_cli_bake_check_and_usage(tmp_path: Path) -> None:
     assert cli.main(["bake", "--output", str(tmp_path / "x.blend")]) == 1, "invalid chains fail the bake"
     assert not (tmp_path / "x.blend").exists(), "a failed bake writes no output"
     assert cli.main(["bake", "--rig", "Nope", "--output", str(tmp_path / "y.blend")]) == 1
+
+
+def test_cli_values_starting_with_a_dash() -> None:
+    """`--frames -5--1` reaches --frames (negative frames are legal); nothing else changes meaning."""
+    cli = bpy_session.submodule("operators.cli")
+    argv = ["bake", "--frames", "-5--1", "--reduce", "-inf", "--step", "-2", "--rig", "-x", "--output", "o.blend"]
+    assert cli._join_dash_values(argv) == [
+        "bake",
+        "--frames=-5--1",
+        "--reduce=-inf",
+        "--step=-2",
+        *argv[7:],  # --rig takes no negative numbers: '-x' stays an (unknown) option for argparse to refuse
+    ]
+    assert cli._join_dash_values(["bake", "--frames", "--output", "o.blend"]) == [
+        "bake",
+        "--frames",
+        "--output",
+        "o.blend",
+    ]
+    assert cli._join_dash_values(["--", "--frames", "-1"]) == ["--", "--frames", "-1"]
+    assert cli.main(["bake", "--frames", "--output", "o.blend"]) == 2, "a missing --frames value is still usage"
+    assert cli.main(["bake", "--frames", "-5x", "--output", "o.blend"]) == 2, "a bad --frames value is usage"

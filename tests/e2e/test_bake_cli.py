@@ -156,3 +156,128 @@ def test_cli_in_place(installed: Blender, tmp_path: Path, flag: str) -> None:
     assert not list(tmp_path.glob("*.blend1")) and not list(tmp_path.glob(".*tmp*")), list(tmp_path.iterdir())
     result = installed.python(REPLAY, blend=shot)
     assert result["has_action"] and result["frames"]["7"] <= TOL, result
+
+
+# --- Robustness: bad output paths, bad numbers, negative frames, leftovers of killed runs ---------------------
+
+
+@pytest.fixture(scope="module")
+def shot_file(installed: Blender, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One shot for the module; each test bakes its own copy (one Blender process saved instead of many)."""
+    return _shot(installed, tmp_path_factory.mktemp("shot") / "shot.blend")
+
+
+def _bake(blender: Blender, shot: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return blender.run(["-b", str(shot), "-c", "reach_ik", "bake", *args], check=False)
+
+
+def _snapshot(folder: Path) -> dict[str, bytes | None]:
+    """Every path under `folder` with its bytes (None for folders), to prove a failed run wrote nothing."""
+    return {str(p.relative_to(folder)): None if p.is_dir() else p.read_bytes() for p in sorted(folder.rglob("*"))}
+
+
+def _errors(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in (proc.stdout + proc.stderr).splitlines() if "error" in line.lower()]
+
+
+# Tests run as root, for whom a chmod-read-only folder is still writable, and neither read-only bind mounts nor
+# `chattr +i` are available everywhere. So the unwritable targets here are ones that fail for every user on any
+# Linux: a path under a regular file (ENOTDIR), and a new file in /proc (procfs never creates files, even for
+# root). --in-place cannot point into either (the input must be a readable .blend), so its case is an input whose
+# name is too long for the temp file beside it (ENAMETOOLONG, NAME_MAX is 255): the same check before baking.
+UNWRITABLE = {
+    "output-is-a-folder": (["--output", "{tmp}/folder"], "--output {tmp}/folder is a folder"),
+    "output-under-a-file": (["--output", "{tmp}/notes.txt/out.blend"], "{tmp}/notes.txt is a file"),
+    "output-dir-is-a-file": (["--output-dir", "{tmp}/notes.txt"], "{tmp}/notes.txt is a file"),
+    "output-in-proc": (["--output", "/proc/reach_ik_out.blend"], "cannot write in /proc"),
+    "report-under-a-file": (
+        ["--output", "{tmp}/out.blend", "--report", "{tmp}/notes.txt/r.json"],
+        "{tmp}/notes.txt is a file",
+    ),
+    "report-in-proc": (["--output", "{tmp}/out.blend", "--report", "/proc/reach_ik/r.json"], "cannot write in /proc"),
+    "in-place-name-too-long": (["--in-place"], "too long"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNWRITABLE))
+def test_cli_unwritable_target_fails_before_baking(
+    installed: Blender, shot_file: Path, tmp_path: Path, case: str
+) -> None:
+    args, expected = UNWRITABLE[case]
+    name = ("x" * 244 + ".blend") if case == "in-place-name-too-long" else "shot.blend"
+    shot = Path(shutil.copy(shot_file, tmp_path / name))
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "notes.txt").write_text("not a folder\n")
+    before = _snapshot(tmp_path)
+    proc = _bake(installed, shot, "--frames", "1-5", *(a.format(tmp=tmp_path) for a in args))
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, f"{case}: exit {proc.returncode}\n{output[-3000:]}"
+    assert "Traceback" not in output, f"{case}: a one-line message, not a traceback:\n{output[-3000:]}"
+    errors = _errors(proc)
+    assert len(errors) == 1 and expected.format(tmp=tmp_path) in errors[0], f"{case}: {errors}\n{output[-2000:]}"
+    assert "baked '" not in proc.stdout, f"{case}: the paths are checked before baking:\n{proc.stdout[-2000:]}"
+    assert _snapshot(tmp_path) == before, f"{case}: a failed run writes nothing (no output, report or temp file)"
+
+
+@pytest.mark.parametrize("tol", ["nan", "-1", "inf", "-inf"])
+def test_cli_reduce_tolerance_must_be_finite_and_not_negative(
+    installed: Blender, shot_file: Path, tmp_path: Path, tol: str
+) -> None:
+    out = tmp_path / "out.blend"
+    proc = _bake(installed, shot_file, "--frames", "1-5", "--reduce", tol, "--output", str(out))
+    assert proc.returncode == 2, f"--reduce {tol} is a usage error: exit {proc.returncode}\n{proc.stdout[-2000:]}"
+    errors = _errors(proc)
+    assert len(errors) == 1 and f"--reduce {tol}" in errors[0], errors
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("frames", "span"), [("-5--1", [-5, -1]), ("-5", [-5, -5]), ("-10-5", [-10, 5])])
+def test_cli_negative_frames(installed: Blender, shot_file: Path, tmp_path: Path, frames: str, span: list[int]) -> None:
+    out, report = tmp_path / "out.blend", tmp_path / "r.json"
+    # `--frames -5--1` as two words, the way farm templates and shell scripts pass it (not only `--frames=-5--1`).
+    proc = _bake(installed, shot_file, "--frames", frames, "--output", str(out), "--report", str(report), "--step", "1")
+    assert proc.returncode == 0, (
+        f"--frames {frames}: exit {proc.returncode}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+    )
+    data = json.loads(report.read_text())
+    assert data["frames"] == span and data["rigs"][0]["frames_baked"] == span[1] - span[0] + 1, data
+
+
+def test_cli_removes_leftover_temp_files_of_a_killed_run(installed: Blender, shot_file: Path, tmp_path: Path) -> None:
+    """A run killed while saving leaves its hidden temp file (`.out.blend.tmp-PID.blend@` while Blender writes it,
+    `.out.blend.tmp-PID.blend` between Blender's rename and ours): the next run to the same output removes it."""
+    old, future = 1_000_000_000, 4_000_000_000  # 2001 and 2096: before and after this run, with no clock involved
+    planted = {
+        ".out.blend.tmp-48213.blend@": (old, True),  # killed while Blender wrote the file
+        ".out.blend.tmp-48214.blend": (old, True),  # killed between Blender's rename and ours
+        ".r.json.tmp-48213.json": (old, True),  # the report's temp file
+        ".out.blend.tmp-48215.blend@": (future, False),  # newer than the run: another run may be writing it
+        ".other.blend.tmp-48213.blend@": (old, False),  # another output's
+        ".out.blend.tmp-x48213.blend@": (old, False),  # not our pattern
+        "out.blend.tmp-48213.blend@": (old, False),  # not hidden: not ours
+        "notes.txt": (old, False),
+    }
+    for name, (mtime, _gone) in planted.items():
+        (tmp_path / name).write_text(name)
+        os.utime(tmp_path / name, (mtime, mtime))
+    proc = _bake(
+        installed,
+        shot_file,
+        "--frames",
+        "1-5",
+        "--output",
+        str(tmp_path / "out.blend"),
+        "--report",
+        str(tmp_path / "r.json"),
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    for name, (_mtime, gone) in planted.items():
+        path = tmp_path / name
+        if gone:
+            assert not path.exists(), f"{name}: a leftover of a killed run is removed"
+            assert f"removed {path}" in proc.stdout, proc.stdout[-2000:]
+        else:
+            assert path.exists() and path.read_text() == name, f"{name}: not a leftover of ours, left untouched"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [*(n for n, (_m, gone) in planted.items() if not gone), "out.blend", "r.json"]
+    )
