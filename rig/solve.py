@@ -186,6 +186,20 @@ def _at(f: int, inputs: Inputs) -> str:
     return "" if inputs.world.shape[0] == 1 else f"frame #{f}: "
 
 
+# The twist properties are float32 with the UI range [-180, 180] degrees: 180 degrees is stored as
+# 3.1415927, 8.7e-8 above pi. A bound within this of +-pi is read as +-pi (one float32 step near pi is
+# 2.4e-7; 1e-6 rad is 5.7e-5 degrees, far below anything typed on purpose). The solver has the same slack.
+_PI_SLACK = 1e-6
+
+
+def _twist_bound(value: float) -> float:
+    """A twist property as the solver takes it: within float32 rounding of +-pi snaps to +-pi."""
+    v = float(value)
+    if math.pi < abs(v) <= math.pi + _PI_SLACK:
+        return math.copysign(math.pi, v)
+    return v
+
+
 def _limits_for(obj: bpy.types.Object, sk: armature.Skeleton, bone_rows: list[list[int]]) -> JointLimits | None:
     """Per-bone cone/twist limits for (K, N) bones, or None when no bone in the batch is limited."""
     pose_bones = obj.pose.bones
@@ -204,7 +218,7 @@ def _limits_for(obj: bpy.types.Object, sk: armature.Skeleton, bone_rows: list[li
                 any_limit = True
             if lim.use_twist:
                 use_twist[r, c] = True
-                twist[r, c] = sorted((float(lim.twist_min), float(lim.twist_max)))
+                twist[r, c] = sorted((_twist_bound(lim.twist_min), _twist_bound(lim.twist_max)))
                 any_limit = True
     if not any_limit:
         return None

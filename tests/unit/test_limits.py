@@ -500,6 +500,28 @@ def test_joint_limits_none_and_validation() -> None:
         limits.cone[0, 0, 0] = 1.0
 
 
+def test_joint_limits_twist_bounds_within_rounding_of_pi() -> None:
+    """+-180 degrees stored as float32 is +-3.1415927, a hair outside [-pi, pi]: taken as +-pi."""
+    pi32 = float(np.float32(math.pi))
+    assert pi32 > math.pi
+    limits = JointLimits(
+        cone=np.zeros((1, 2, 4)),
+        use_cone=np.zeros((1, 2), bool),
+        twist=np.array([[[-pi32, pi32], [-pi32, -pi32]]]),
+        use_twist=np.ones((1, 2), bool),
+    )
+    assert limits.twist[0, 0].tolist() == [-math.pi, math.pi]
+    assert limits.twist[0, 1].tolist() == [-math.pi, -math.pi]
+    for bad in (math.pi + 1e-4, -math.pi - 1e-4):
+        with pytest.raises(ValueError, match=r"twist\[0, 1\]"):
+            JointLimits(
+                cone=np.zeros((1, 2, 4)),
+                use_cone=np.zeros((1, 2), bool),
+                twist=np.array([[[0.0, 0.0], [min(bad, 0.0), max(bad, 0.0)]]]),
+                use_twist=np.ones((1, 2), bool),
+            )
+
+
 # ------------------------------------------------------------------------------------------------------
 # Drawing geometry
 # ------------------------------------------------------------------------------------------------------
