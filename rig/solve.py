@@ -111,16 +111,17 @@ def stack_inputs(frames: Sequence[Inputs]) -> Inputs:
     )
 
 
-def rest_start_pose(sk: armature.Skeleton, plan: Plan, inputs: Inputs) -> F64:
+def rest_start_pose(sk: armature.Skeleton, plan: Plan, inputs: Inputs, groups: Sequence[Group] | None = None) -> F64:
     """The pose a REST-start solve begins from, independent of the chain bones' current rotations.
 
-    Chain bones get their rest orientation (keeping their location and scale channels) and everything
-    below them follows by forward kinematics from rest data and channels. Nothing here depends on how the
-    chain bones are rotated now, so re-baking over earlier baked keys gives bit-identical results.
+    Chain bones (of `groups`, default every planned group) get their rest orientation (keeping their
+    location and scale channels) and everything below them follows by forward kinematics from rest data and
+    channels. Nothing here depends on how the chain bones are rotated now, so re-baking over earlier baked
+    keys gives bit-identical results. Bones of groups left out keep their channels (the pose Blender shows).
     """
     assert inputs.basis is not None and inputs.location is not None and inputs.scale is not None
     pose = inputs.pose.copy()
-    chain_bones = {b for g in plan.groups for b in g.bones}
+    chain_bones = {b for g in (plan.groups if groups is None else groups) for b in g.bones}
     affected = np.zeros(len(sk.names), dtype=bool)
     for b in np.argsort(sk.depth, kind="stable"):
         p = int(sk.parent[b])
@@ -233,6 +234,80 @@ def _cached_limits(
     if key not in plan.limits:
         plan.limits[key] = _limits_for(obj, sk, rows)
     return plan.limits[key]  # type: ignore[return-value]
+
+
+# UI names of the cone properties, in the solver's column order (up, down, left, right).
+_CONE_SIDES = (("Up", "cone_up"), ("Down", "cone_down"), ("Left", "cone_left"), ("Right", "cone_right"))
+# `plan.limits` keys of the per-group limit checks start with this row (no bone row holds -1).
+_CHECK_ROW = (-1,)
+
+
+def _angle_text(value: float) -> str:
+    """An angle in radians as the UI shows it (degrees), or what is wrong with it."""
+    if math.isnan(value):
+        return "not a number (NaN)"
+    if math.isinf(value):
+        return "infinite"
+    return f"{math.degrees(value):.4g}°"
+
+
+def _limit_problem(obj: bpy.types.Object, sk: armature.Skeleton, bones: Sequence[int]) -> str | None:
+    """Why the solver would refuse the joint limits of these bones, in the panel's terms; None if it takes them.
+
+    The same ranges `JointLimits` checks, read as `_limits_for` reads them. The properties' own ranges keep
+    typed values inside, but a script (or an expression typed into the field) can still store NaN.
+    """
+    pose_bones = obj.pose.bones
+    for b in bones:
+        name = sk.names[b]
+        lim = bone_limits(pose_bones[name])
+        if lim.use_cone:
+            for side, attr in _CONE_SIDES:
+                value = float(getattr(lim, attr))
+                if not 0.0 <= value < math.pi:  # False for NaN too
+                    return (
+                        f"bone '{name}': its Cone {side} limit is {_angle_text(value)}; set it from 0° to 179.9° "
+                        "(Reach IK tab > Joint Limits) or turn the cone off"
+                    )
+        if lim.use_twist:
+            for side, raw in (("Min", lim.twist_min), ("Max", lim.twist_max)):
+                value = _twist_bound(raw)
+                if not -math.pi <= value <= math.pi:
+                    return (
+                        f"bone '{name}': its Twist {side} limit is {_angle_text(value)}; set it from -180° to 180° "
+                        "(Reach IK tab > Joint Limits) or turn the twist off"
+                    )
+    return None
+
+
+def _limit_bones(group: Group) -> list[int]:
+    """The bones of a group whose limits the solver applies (a tip that takes the target's rotation has none)."""
+    if group.is_tree:
+        return group.bones
+    c = group.chains[0]
+    return c.bones[:-1] if c.use_target_rotation else c.bones
+
+
+def _limit_checked_groups(obj: bpy.types.Object, sk: armature.Skeleton, plan: Plan, report: RigReport) -> list[Group]:
+    """The groups whose joint limits the solver takes; the chains of the others are reported invalid.
+
+    Checked per group before chains are batched, so a bad limit on one chain's bone invalidates that chain
+    (or the tree it belongs to: a tree is solved as one) and never the other chains of its batch. The
+    answer is kept with the plan, like the limits themselves (a limit change rebuilds the plan).
+    """
+    ok = []
+    for g in plan.groups:
+        bones = _limit_bones(g)
+        key = (_CHECK_ROW, tuple(bones))
+        if key not in plan.limits:
+            plan.limits[key] = _limit_problem(obj, sk, bones)
+        problem = plan.limits[key]
+        if problem is None:
+            ok.append(g)
+            continue
+        for c in g.chains:
+            report.outcomes[c.index] = ChainOutcome(False, str(problem))
+    return ok
 
 
 def _tile_limits(limits: JointLimits | None, f: int) -> JointLimits | None:
@@ -580,16 +655,34 @@ def _solve_tree(
         )
 
 
-def _guarded(report: RigReport, chains: list[ChainPlan], run: Callable[[], None]) -> None:
-    """Run one solver call; a ValueError (bad numbers that slipped past validation) marks its chains invalid.
+def _guarded(
+    report: RigReport, chains: list[ChainPlan], run: Callable[[list[ChainPlan]], None], split: bool = True
+) -> list[ChainPlan]:
+    """Run one solver call on `chains`; return those it could not solve (reported invalid).
 
-    The solver raises before anything is stored in the working pose, so nothing of these chains is written.
+    A ValueError (bad numbers that slipped past validation) marks the call's chains invalid. The solver
+    raises before anything is stored in the working pose, so nothing of these chains is written. With
+    `split` (a batch of independent chains) a failed call is run again chain by chain, so one chain's bad
+    numbers never take the other chains of its batch down; a tree (`split=False`) fails as one.
     """
     try:
-        run()
+        run(chains)
     except ValueError as exc:
+        if split and len(chains) > 1:
+            return [bad for c in chains for bad in _guarded(report, [c], run)]
         for c in chains:
             report.outcomes[c.index] = ChainOutcome(False, f"cannot solve: {exc}")
+        return chains
+    return []
+
+
+def _whole(run: Callable[[], None]) -> Callable[[list[ChainPlan]], None]:
+    """A solve of a whole group (a tree) as `_guarded` calls it: it takes the group's chains and ignores them."""
+
+    def call(_chains: list[ChainPlan]) -> None:
+        run()
+
+    return call
 
 
 def _solve_levels(
@@ -601,7 +694,21 @@ def _solve_levels(
     space: _Space,
     report: RigReport,
     smooth: bool,
+    dropped: Sequence[Group] = (),
 ) -> None:
+    """Solve `groups` level by level (chains below chains after them); `dropped`: groups already refused.
+
+    A chain below a chain that is not solved: nothing of the upper chain is written, so Blender keeps
+    showing its bones as they are, and the chain below is solved on exactly that pose and says "reached"
+    only if it reaches there. With Start From 'Current' the working pose is the pose Blender evaluated;
+    with 'Rest', chains refused for their limits are left out of the start pose (`solve_inputs`), so their
+    bones keep Blender's pose too. Only a chain refused after the 'Rest' start pose was built (`dropped`:
+    a bone scaled to zero; or a solver error here) has its bones at rest in the working pose, a pose
+    Blender does not show: a chain below it is refused as well rather than solved for a pose nobody sees.
+    """
+    sk = work.sk
+    rest_start = inputs.basis is not None
+    off_pose = {b for g in dropped for b in g.bones} if rest_start else set()  # at rest here, not in Blender
     levels = sorted({g.level for g in groups})
     for li, lv in enumerate(levels):
         if li > 0:
@@ -610,14 +717,30 @@ def _solve_levels(
         for g in groups:
             if g.level != lv:
                 continue
+            above = [a for a in sk.ancestors(g.bones[0]) if a in off_pose] if off_pose else []
+            if above:
+                msg = (
+                    f"not solved: it hangs below bone '{sk.names[above[0]]}' of a chain that cannot be solved, "
+                    "and Start From 'Rest' would solve it on a pose Blender does not show: fix that chain first"
+                )
+                for c in g.chains:
+                    report.outcomes[c.index] = ChainOutcome(False, msg)
+                continue
             if g.is_tree:
-                _guarded(report, g.chains, partial(_solve_tree, obj, work, plan, g, inputs, space, report, smooth))
+                tree_run = _whole(partial(_solve_tree, obj, work, plan, g, inputs, space, report, smooth))
+                if _guarded(report, g.chains, tree_run, split=False) and rest_start:
+                    off_pose.update(g.bones)
                 continue
             c = g.chains[0]
             batches.setdefault((c.solver, len(c.bones), c.use_target_rotation), []).append(c)
         for (solver, _n, _rot), chains in batches.items():
-            run = partial(_solve_batch, obj, work, plan, solver, chains, inputs, space, report, smooth)
-            _guarded(report, chains, run)
+            # `run(chains)` solves any subset of the batch (`_guarded` retries chain by chain).
+            run = partial(
+                _solve_batch, obj, work, plan, solver, inputs=inputs, space=space, report=report, smooth=smooth
+            )
+            failed = _guarded(report, chains, run)
+            if rest_start:
+                off_pose.update(b for c in failed for b in c.bones)
 
 
 @dataclass
@@ -737,13 +860,13 @@ def prepare(
     return report, sk, plan
 
 
-def _flat_groups(sk: armature.Skeleton, plan: Plan, scale: F64, report: RigReport) -> list[Group]:
+def _flat_groups(sk: armature.Skeleton, groups: list[Group], scale: F64, report: RigReport) -> list[Group]:
     """Groups whose bones all have a usable pose scale in every frame; the others are reported invalid."""
     smallest = scale.min(axis=(0, 2))  # (B,) each bone's smallest axis scale over every frame
     if not (smallest < 1e-6).any():
-        return list(plan.groups)
+        return list(groups)
     ok = []
-    for g in plan.groups:
+    for g in groups:
         flat = np.flatnonzero(smallest[g.bones] < 1e-6)
         if flat.size:
             name = sk.names[g.bones[int(flat[0])]]
@@ -775,6 +898,9 @@ def solve_inputs(
         plan.lengths = armature.bone_lengths(obj, sk) if plan.groups else np.zeros(0)
     lengths = plan.lengths
     f = inputs.pose.shape[0]
+    # Chains whose limits the solver would refuse are dropped before the start pose is built: their bones
+    # keep Blender's pose there, and chains below them are solved on it (see `_solve_levels`).
+    limited = _limit_checked_groups(obj, sk, plan, report)
     if inputs.static and f > 1:
         # The same start in every frame: work it out for one frame and repeat it.
         first = replace(
@@ -785,15 +911,17 @@ def solve_inputs(
             scale=_first(inputs.scale),
             static=False,
         )
-        pose1 = rest_start_pose(sk, plan, first) if first.basis is not None else first.pose
+        pose1 = rest_start_pose(sk, plan, first, limited) if first.basis is not None else first.pose
         rot1, sc1 = convert.rotation_parts(pose1[:, :, :3, :3])
         pose, rot, sc = (np.repeat(a, f, axis=0) for a in (pose1, rot1, sc1))
     else:
-        pose = rest_start_pose(sk, plan, inputs) if inputs.basis is not None else inputs.pose
+        pose = rest_start_pose(sk, plan, inputs, limited) if inputs.basis is not None else inputs.pose
         rot, sc = convert.rotation_parts(pose[:, :, :3, :3])
     work = _Work(sk=sk, original=pose, matrices=pose.copy(), rot=rot, rot0=rot.copy(), scale=sc, lengths=lengths)
-    groups = _flat_groups(sk, plan, sc, report)
-    _solve_levels(obj, work, plan, groups, inputs, _Space.of(inputs.world), report, smooth)
+    groups = _flat_groups(sk, limited, sc, report)
+    kept = {id(g) for g in groups}
+    dropped = [g for g in limited if id(g) not in kept]
+    _solve_levels(obj, work, plan, groups, inputs, _Space.of(inputs.world), report, smooth, dropped)
     for i, note in plan.notes.items():
         if i in report.outcomes and report.outcomes[i].valid and not report.outcomes[i].message:
             report.outcomes[i].message = note
