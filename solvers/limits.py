@@ -87,6 +87,12 @@ _TAU = 2.0 * math.pi
 # --------------------------------------------------------------------------------------------------------
 
 
+def _angle(value: float) -> str:
+    """An angle for a message: radians and degrees, 4 digits (never a repr: numpy 2 prints np.float64(...))."""
+    v = float(value)
+    return f"{v:.4g} rad ({math.degrees(v):.4g}°)" if math.isfinite(v) else f"{v} rad"
+
+
 @dataclass(frozen=True)
 class JointLimits:
     """Per-bone joint limits for K chains of N bones.
@@ -134,7 +140,7 @@ class JointLimits:
         if bad.any():
             i, j, s = (int(v) for v in np.argwhere(bad)[0])
             raise ValueError(
-                f"JointLimits.cone[{i}, {j}] ({CONE_SIDES[s]}) = {cone[i, j, s]!r} rad: "
+                f"JointLimits.cone[{i}, {j}] ({CONE_SIDES[s]}) = {_angle(cone[i, j, s])}: "
                 "half-angles must be finite and in [0, pi) (0 to just under 180 degrees)"
             )
         # float32 +-pi (a caller's +-180 degrees) lands just outside [-pi, pi]: snap it to the range first.
@@ -144,14 +150,14 @@ class JointLimits:
         if bad2.any():
             i, j, s = (int(v) for v in np.argwhere(bad2)[0])
             raise ValueError(
-                f"JointLimits.twist[{i}, {j}] ({('min', 'max')[s]}) = {twist[i, j, s]!r} rad: "
+                f"JointLimits.twist[{i}, {j}] ({('min', 'max')[s]}) = {_angle(twist[i, j, s])}: "
                 "twist bounds must be finite and in [-pi, pi]"
             )
         bad3 = twist[..., 0] > twist[..., 1]
         if bad3.any():
             i, j = (int(v) for v in np.argwhere(bad3)[0])
             raise ValueError(
-                f"JointLimits.twist[{i}, {j}]: min {twist[i, j, 0]!r} > max {twist[i, j, 1]!r}; "
+                f"JointLimits.twist[{i}, {j}]: min {_angle(twist[i, j, 0])} > max {_angle(twist[i, j, 1])}; "
                 "swap them so that min <= max"
             )
         for arr in (cone, use_cone, twist, use_twist):
