@@ -453,29 +453,71 @@ def _chain_arrays(work: _Work, rows: list[list[int]]) -> tuple[F64, ...]:
     return positions, frames, offsets, ref_local, base
 
 
-def _message(residual: float, status: str, reached: bool, frames: int, worst: int) -> str:
+def _message(
+    residual: float, status: str, reached: bool, frames: int, worst: int, tip: str, fixed: bool = False
+) -> str:
+    """What a chain that missed its target shows: the tip bone, how far, why, and what can help.
+
+    `status` is the solver's (`STATUS_NAMES`) at the worst frame, and picks the advice: only a solve that
+    ran out of iterations (CAP) can be helped by more of them. `fixed`: a one-bone chain with Use Target
+    Rotation, whose only bone takes the target's orientation, so nothing is left to solve.
+    """
     if reached:
         return ""
-    if status == "UNREACHABLE":
-        message = f"target out of reach: the tip stops {residual:.4g} short (chain fully extended or limited)"
-    else:
+    far = f"{residual:.4g}"
+    if fixed:
         message = (
-            f"not reached: {residual:.4g} from the target ({status.lower()}); raise Max Iterations or check the limits"
+            f"not reached: the tip of '{tip}' is {far} from the target. With Use Target Rotation the tip bone takes "
+            "the target's orientation, and in a one-bone chain nothing above it moves, so its tail reaches only a "
+            "target placed where that orientation points it: lengthen the chain or turn off Use Target Rotation"
+        )
+    elif status == "UNREACHABLE":
+        message = (
+            f"target out of reach: the tip of '{tip}' stops {far} short (the chain is fully extended, folded or "
+            "held by a joint limit): move the target, lengthen the chain or loosen the Joint Limits"
+        )
+    elif status == "CAP":
+        message = (
+            f"not reached: the tip of '{tip}' is {far} from the target when Max Iterations ran out: "
+            "raise Max Iterations"
+        )
+    elif status == "STALLED":
+        # The solver stopped gaining (and its restarts did not help): more iterations would not either.
+        message = (
+            f"not reached: the tip of '{tip}' stops {far} from the target, where the solve stops gaining "
+            "(joint limits or the chain's shape hold it): loosen the Joint Limits, add a pole or move the target"
+        )
+    else:
+        # Converged by the solver's tolerance in armature units, which is set for the armature's smallest
+        # scale over the frames: in a frame where the armature is scaled up the miss is larger in world units.
+        message = (
+            f"not reached: the tip of '{tip}' is {far} from the target, over the Tolerance in world units "
+            "(the armature's scale changes over the frames): lower the Tolerance"
         )
     return f"worst frame #{worst}: {message}" if frames > 1 else message
 
 
-def _outcome(residuals: F64, iterations: F64, statuses: Sequence[str], tolerance: float) -> ChainOutcome:
+def _outcome(residuals: F64, iterations: F64, statuses: Sequence[str], tolerance: float, tip: str) -> ChainOutcome:
     worst = int(np.argmax(residuals))
     residual = float(residuals[worst])
     reached = bool((residuals <= tolerance * (1.0 + 1e-6)).all())
     status = statuses[worst]
-    message = _message(residual, status, reached, residuals.shape[0], worst)
+    message = _message(residual, status, reached, residuals.shape[0], worst, tip)
     return ChainOutcome(True, message, float(iterations.mean()), residual, reached, status, residuals, iterations)
 
 
-def _outcomes(residuals: F64, iterations: F64, codes: NDArray[np.int8], tolerance: float) -> list[ChainOutcome]:
-    """`_outcome` for K chains at once: (F, K) residuals, iterations and status codes -> K outcomes."""
+def _outcomes(
+    residuals: F64,
+    iterations: F64,
+    codes: NDArray[np.int8],
+    tolerance: float,
+    tips: Sequence[str],
+    fixed: bool = False,
+) -> list[ChainOutcome]:
+    """`_outcome` for K chains at once: (F, K) residuals, iterations and status codes -> K outcomes.
+
+    `tips`: the K tip bones' names; `fixed`: one-bone chains with Use Target Rotation (see `_message`).
+    """
     f, k = residuals.shape
     if f == 1:
         # Live solving (one frame): the same answers from Python floats, without a dozen numpy calls per batch.
@@ -483,9 +525,16 @@ def _outcomes(residuals: F64, iterations: F64, codes: NDArray[np.int8], toleranc
         res, its, names = residuals[0].tolist(), iterations[0].tolist(), [STATUS_NAMES[c] for c in codes[0].tolist()]
         return [
             ChainOutcome(
-                True, _message(r, name, r <= limit, 1, 0), it, r, r <= limit, name, residuals[:, j], iterations[:, j]
+                True,
+                _message(r, name, r <= limit, 1, 0, tip, fixed),
+                it,
+                r,
+                r <= limit,
+                name,
+                residuals[:, j],
+                iterations[:, j],
             )
-            for j, (r, it, name) in enumerate(zip(res, its, names, strict=True))
+            for j, (r, it, name, tip) in enumerate(zip(res, its, names, tips, strict=True))
         ]
     cols = np.arange(k)
     worst = np.argmax(residuals, axis=0)
@@ -497,7 +546,7 @@ def _outcomes(residuals: F64, iterations: F64, codes: NDArray[np.int8], toleranc
     return [
         ChainOutcome(
             True,
-            _message(worst_res[j], status[j], reached[j], f, worst_l[j]),
+            _message(worst_res[j], status[j], reached[j], f, worst_l[j], tips[j], fixed),
             mean_its[j],
             worst_res[j],
             reached[j],
@@ -578,7 +627,10 @@ def _solve_batch(
         its, codes = result.iterations.reshape(f, k).astype(np.float64), result.status.reshape(f, k)
     else:
         its, codes = np.zeros((f, k)), np.zeros((f, k), dtype=np.int8)  # code 0: CONVERGED
-    for c, outcome in zip(chains, _outcomes(residuals, its, codes, float(settings.tolerance)), strict=True):
+    tip_names = [work.sk.names[b] for b in tips]
+    # A one-bone chain with Use Target Rotation has no bone left to solve (`result` is None): its own message.
+    outcomes = _outcomes(residuals, its, codes, float(settings.tolerance), tip_names, fixed=result is None)
+    for c, outcome in zip(chains, outcomes, strict=True):
         report.outcomes[c.index] = outcome
 
 
@@ -651,12 +703,32 @@ def _solve_tree(
     work.set_bones(bones, out_frames, out_heads)
     for e, c in enumerate(group.chains):
         report.outcomes[c.index] = _outcome(
-            residuals[:, e], iterations, [s[e] for s in statuses], float(settings.tolerance)
+            residuals[:, e], iterations, [s[e] for s in statuses], float(settings.tolerance), sk.names[c.bones[-1]]
         )
 
 
+def _refused(sk: armature.Skeleton, chain: ChainPlan, exc: ValueError, tree: bool) -> str:
+    """The message of a chain the solver refused although the rig's checks passed it.
+
+    The rig checks what it can name in the panel's terms first (limits, transforms, scales, settings), so
+    this is for what they did not foresee: the message names the chain's bones and what to try, and ends
+    with the solver's own words (its field and index names), which is what a bug report needs.
+    """
+    root, tip = sk.names[chain.bones[0]], sk.names[chain.bones[-1]]
+    bones = f"bone '{tip}'" if root == tip else f"bones '{root}' to '{tip}'"
+    whole = " (solved as one tree with the chains it shares bones with)" if tree else ""
+    return (
+        f"cannot solve: the solver refused the numbers of {bones}{whole}: reset their pose (Alt G/R/S) and check "
+        f"their Joint Limits; if that does not help, please report it with this detail: {exc}"
+    )
+
+
 def _guarded(
-    report: RigReport, chains: list[ChainPlan], run: Callable[[list[ChainPlan]], None], split: bool = True
+    report: RigReport,
+    sk: armature.Skeleton,
+    chains: list[ChainPlan],
+    run: Callable[[list[ChainPlan]], None],
+    split: bool = True,
 ) -> list[ChainPlan]:
     """Run one solver call on `chains`; return those it could not solve (reported invalid).
 
@@ -669,9 +741,9 @@ def _guarded(
         run(chains)
     except ValueError as exc:
         if split and len(chains) > 1:
-            return [bad for c in chains for bad in _guarded(report, [c], run)]
+            return [bad for c in chains for bad in _guarded(report, sk, [c], run)]
         for c in chains:
-            report.outcomes[c.index] = ChainOutcome(False, f"cannot solve: {exc}")
+            report.outcomes[c.index] = ChainOutcome(False, _refused(sk, c, exc, tree=not split))
         return chains
     return []
 
@@ -707,6 +779,17 @@ def _solve_levels(
     Blender does not show: a chain below it is refused as well rather than solved for a pose nobody sees.
     """
     sk = work.sk
+    # The one rig setting the solver checks that its UI range does not guard (a script can store NaN).
+    tolerance = float(rig_settings(obj).tolerance)
+    if not (math.isfinite(tolerance) and tolerance > 0.0):
+        msg = (
+            f"'{obj.name}' has a Tolerance of {tolerance:.4g}: set a distance above 0 (world units; default 0.001) "
+            "in the Reach IK panel"
+        )
+        for g in groups:
+            for c in g.chains:
+                report.outcomes[c.index] = ChainOutcome(False, msg)
+        return
     rest_start = inputs.basis is not None
     off_pose = {b for g in dropped for b in g.bones} if rest_start else set()  # at rest here, not in Blender
     levels = sorted({g.level for g in groups})
@@ -728,7 +811,7 @@ def _solve_levels(
                 continue
             if g.is_tree:
                 tree_run = _whole(partial(_solve_tree, obj, work, plan, g, inputs, space, report, smooth))
-                if _guarded(report, g.chains, tree_run, split=False) and rest_start:
+                if _guarded(report, sk, g.chains, tree_run, split=False) and rest_start:
                     off_pose.update(g.bones)
                 continue
             c = g.chains[0]
@@ -738,7 +821,7 @@ def _solve_levels(
             run = partial(
                 _solve_batch, obj, work, plan, solver, inputs=inputs, space=space, report=report, smooth=smooth
             )
-            failed = _guarded(report, chains, run)
+            failed = _guarded(report, sk, chains, run)
             if rest_start:
                 off_pose.update(b for c in failed for b in c.bones)
 
