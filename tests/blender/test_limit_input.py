@@ -186,7 +186,9 @@ def test_chain_below_a_solver_error_with_rest_start_is_not_reached_off_pose(monk
     # With Start From 'Rest' the parent's bones are at rest in the working pose when the solver refuses it,
     # a pose Blender does not show (nothing is written): the chain below must not claim to reach from there.
     _without_rig_check(monkeypatch)
-    rig = rigs.armature("Rig", _chain_bones("p", 0.0, 2) + _chain_bones("c", 0.0, 3, parent="p1", z=2.0))
+    bones = _chain_bones("p", 0.0, 2) + _chain_bones("c", 0.0, 3, parent="p1", z=2.0)
+    bones += _chain_bones("g", 0.0, 2, parent="c2", z=5.0)  # and a chain below that one
+    rig = rigs.armature("Rig", bones)
     rigs.add_chain(rig, "p1", 2, rigs.empty("TP", (0.5, 0.5, 1.5)))
     rig.reach_ik.start_from = "REST"
     rig.reach_ik.live = False
@@ -197,15 +199,19 @@ def test_chain_below_a_solver_error_with_rest_start_is_not_reached_off_pose(monk
     lim.cone_left = math.nan
     rigs.update()
     tc = rigs.empty("TC", tuple(rigs.world_head(rig, "c0") + np.array([0.6, 0.4, 2.0])))
+    tg = rigs.empty("TG", tuple(rigs.world_head(rig, "g0") + np.array([0.5, -0.3, 1.5])))
     rigs.add_chain(rig, "c2", 3, tc)
-    before = _channels(rig, ["p0", "p1", "c0", "c1", "c2"])
+    rigs.add_chain(rig, "g1", 2, tg)
+    names = ["p0", "p1", "c0", "c1", "c2", "g0", "g1"]
+    before = _channels(rig, names)
     rig.reach_ik.live = True
     rigs.update()
-    parent, child = rig.reach_ik.chains
+    parent, *below = rig.reach_ik.chains
     assert not parent.is_valid
-    if child.is_valid and child.message == "":  # what the bug did: "reached", measured far off
-        miss = _miss(rig, "c2", tc)
-        raise AssertionError(f"the chain below says 'reached' (misses by {miss:.3g} in Blender's pose)")
-    # Decided: refused too, naming the bone it hangs from, and nothing written.
-    assert not child.is_valid and "'p1'" in child.message and "Rest" in child.message, child.message
-    assert _channels(rig, ["p0", "p1", "c0", "c1", "c2"]) == before
+    for ch, tip, target in ((below[0], "c2", tc), (below[1], "g1", tg)):
+        if ch.is_valid and ch.message == "":  # what the bug did: "reached", measured far off
+            miss = _miss(rig, tip, target)
+            raise AssertionError(f"'{ch.name}' says 'reached' (misses by {miss:.3g} in Blender's pose)")
+        # Decided: refused too, naming the bone it hangs from, and nothing written.
+        assert not ch.is_valid and "'p1'" in ch.message and "Rest" in ch.message, ch.message
+    assert _channels(rig, names) == before
