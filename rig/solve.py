@@ -114,16 +114,17 @@ def stack_inputs(frames: Sequence[Inputs]) -> Inputs:
     )
 
 
-def rest_start_pose(sk: armature.Skeleton, plan: Plan, inputs: Inputs) -> F64:
+def rest_start_pose(sk: armature.Skeleton, plan: Plan, inputs: Inputs, groups: Sequence[Group] | None = None) -> F64:
     """The pose a REST-start solve begins from, independent of the chain bones' current rotations.
 
-    Chain bones get their rest orientation (keeping their location and scale channels) and everything
-    below them follows by forward kinematics from rest data and channels. Nothing here depends on how the
-    chain bones are rotated now, so re-baking over earlier baked keys gives bit-identical results.
+    Chain bones (of `groups`, default every planned group) get their rest orientation (keeping their
+    location and scale channels) and everything below them follows by forward kinematics from rest data and
+    channels. Nothing here depends on how the chain bones are rotated now, so re-baking over earlier baked
+    keys gives bit-identical results. Bones of groups left out keep their channels (the pose Blender shows).
     """
     assert inputs.basis is not None and inputs.location is not None and inputs.scale is not None
     pose = inputs.pose.copy()
-    chain_bones = {b for g in plan.groups for b in g.bones}
+    chain_bones = {b for g in (plan.groups if groups is None else groups) for b in g.bones}
     affected = np.zeros(len(sk.names), dtype=bool)
     for b in np.argsort(sk.depth, kind="stable"):
         p = int(sk.parent[b])
@@ -196,6 +197,20 @@ def _at(f: int, inputs: Inputs) -> str:
     return "" if inputs.world.shape[0] == 1 else f"frame #{f}: "
 
 
+# The twist properties are float32 with the UI range [-180, 180] degrees: 180 degrees is stored as
+# 3.1415927, 8.7e-8 above pi. A bound within this of +-pi is read as +-pi (one float32 step near pi is
+# 2.4e-7; 1e-6 rad is 5.7e-5 degrees, far below anything typed on purpose). The solver has the same slack.
+_PI_SLACK = 1e-6
+
+
+def _twist_bound(value: float) -> float:
+    """A twist property as the solver takes it: within float32 rounding of +-pi snaps to +-pi."""
+    v = float(value)
+    if math.pi < abs(v) <= math.pi + _PI_SLACK:
+        return math.copysign(math.pi, v)
+    return v
+
+
 def _limits_for(obj: bpy.types.Object, sk: armature.Skeleton, bone_rows: list[list[int]]) -> JointLimits | None:
     """Per-bone cone/twist limits for (K, N) bones, or None when no bone in the batch is limited."""
     pose_bones = obj.pose.bones
@@ -214,7 +229,7 @@ def _limits_for(obj: bpy.types.Object, sk: armature.Skeleton, bone_rows: list[li
                 any_limit = True
             if lim.use_twist:
                 use_twist[r, c] = True
-                twist[r, c] = sorted((float(lim.twist_min), float(lim.twist_max)))
+                twist[r, c] = sorted((_twist_bound(lim.twist_min), _twist_bound(lim.twist_max)))
                 any_limit = True
     if not any_limit:
         return None
@@ -229,6 +244,80 @@ def _cached_limits(
     if key not in plan.limits:
         plan.limits[key] = _limits_for(obj, sk, rows)
     return plan.limits[key]  # type: ignore[return-value]
+
+
+# UI names of the cone properties, in the solver's column order (up, down, left, right).
+_CONE_SIDES = (("Up", "cone_up"), ("Down", "cone_down"), ("Left", "cone_left"), ("Right", "cone_right"))
+# `plan.limits` keys of the per-group limit checks start with this row (no bone row holds -1).
+_CHECK_ROW = (-1,)
+
+
+def _angle_text(value: float) -> str:
+    """An angle in radians as the UI shows it (degrees), or what is wrong with it."""
+    if math.isnan(value):
+        return "not a number (NaN)"
+    if math.isinf(value):
+        return "infinite"
+    return f"{math.degrees(value):.4g}°"
+
+
+def _limit_problem(obj: bpy.types.Object, sk: armature.Skeleton, bones: Sequence[int]) -> str | None:
+    """Why the solver would refuse the joint limits of these bones, in the panel's terms; None if it takes them.
+
+    The same ranges `JointLimits` checks, read as `_limits_for` reads them. The properties' own ranges keep
+    typed values inside, but a script (or an expression typed into the field) can still store NaN.
+    """
+    pose_bones = obj.pose.bones
+    for b in bones:
+        name = sk.names[b]
+        lim = bone_limits(pose_bones[name])
+        if lim.use_cone:
+            for side, attr in _CONE_SIDES:
+                value = float(getattr(lim, attr))
+                if not 0.0 <= value < math.pi:  # False for NaN too
+                    return (
+                        f"bone '{name}': its Cone {side} limit is {_angle_text(value)}; set it from 0° to 179.9° "
+                        "(Reach IK tab > Joint Limits) or turn the cone off"
+                    )
+        if lim.use_twist:
+            for side, raw in (("Min", lim.twist_min), ("Max", lim.twist_max)):
+                value = _twist_bound(raw)
+                if not -math.pi <= value <= math.pi:
+                    return (
+                        f"bone '{name}': its Twist {side} limit is {_angle_text(value)}; set it from -180° to 180° "
+                        "(Reach IK tab > Joint Limits) or turn the twist off"
+                    )
+    return None
+
+
+def _limit_bones(group: Group) -> list[int]:
+    """The bones of a group whose limits the solver applies (a tip that takes the target's rotation has none)."""
+    if group.is_tree:
+        return group.bones
+    c = group.chains[0]
+    return c.bones[:-1] if c.use_target_rotation else c.bones
+
+
+def _limit_checked_groups(obj: bpy.types.Object, sk: armature.Skeleton, plan: Plan, report: RigReport) -> list[Group]:
+    """The groups whose joint limits the solver takes; the chains of the others are reported invalid.
+
+    Checked per group before chains are batched, so a bad limit on one chain's bone invalidates that chain
+    (or the tree it belongs to: a tree is solved as one) and never the other chains of its batch. The
+    answer is kept with the plan, like the limits themselves (a limit change rebuilds the plan).
+    """
+    ok = []
+    for g in plan.groups:
+        bones = _limit_bones(g)
+        key = (_CHECK_ROW, tuple(bones))
+        if key not in plan.limits:
+            plan.limits[key] = _limit_problem(obj, sk, bones)
+        problem = plan.limits[key]
+        if problem is None:
+            ok.append(g)
+            continue
+        for c in g.chains:
+            report.outcomes[c.index] = ChainOutcome(False, str(problem))
+    return ok
 
 
 def _tile_limits(limits: JointLimits | None, f: int) -> JointLimits | None:
@@ -380,29 +469,71 @@ def _chain_arrays(work: _Work, rows: list[list[int]], ends: list[int] | None = N
     return positions, frames, offsets, ref_local, base
 
 
-def _message(residual: float, status: str, reached: bool, frames: int, worst: int) -> str:
+def _message(
+    residual: float, status: str, reached: bool, frames: int, worst: int, tip: str, fixed: bool = False
+) -> str:
+    """What a chain that missed its target shows: the tip bone, how far, why, and what can help.
+
+    `status` is the solver's (`STATUS_NAMES`) at the worst frame, and picks the advice: only a solve that
+    ran out of iterations (CAP) can be helped by more of them. `fixed`: a one-bone chain with Use Target
+    Rotation, whose only bone takes the target's orientation, so nothing is left to solve.
+    """
     if reached:
         return ""
-    if status == "UNREACHABLE":
-        message = f"target out of reach: the tip stops {residual:.4g} short (chain fully extended or limited)"
-    else:
+    far = f"{residual:.4g}"
+    if fixed:
         message = (
-            f"not reached: {residual:.4g} from the target ({status.lower()}); raise Max Iterations or check the limits"
+            f"not reached: the tip of '{tip}' is {far} from the target. With Use Target Rotation the tip bone takes "
+            "the target's orientation, and in a one-bone chain nothing above it moves, so its tail reaches only a "
+            "target placed where that orientation points it: lengthen the chain or turn off Use Target Rotation"
+        )
+    elif status == "UNREACHABLE":
+        message = (
+            f"target out of reach: the tip of '{tip}' stops {far} short (the chain is fully extended, folded or "
+            "held by a joint limit): move the target, lengthen the chain or loosen the Joint Limits"
+        )
+    elif status == "CAP":
+        message = (
+            f"not reached: the tip of '{tip}' is {far} from the target when Max Iterations ran out: "
+            "raise Max Iterations"
+        )
+    elif status == "STALLED":
+        # The solver stopped gaining (and its restarts did not help): more iterations would not either.
+        message = (
+            f"not reached: the tip of '{tip}' stops {far} from the target, where the solve stops gaining "
+            "(joint limits or the chain's shape hold it): loosen the Joint Limits, add a pole or move the target"
+        )
+    else:
+        # Converged by the solver's tolerance in armature units, which is set for the armature's smallest
+        # scale over the frames: in a frame where the armature is scaled up the miss is larger in world units.
+        message = (
+            f"not reached: the tip of '{tip}' is {far} from the target, over the Tolerance in world units "
+            "(the armature's scale changes over the frames): lower the Tolerance"
         )
     return f"worst frame #{worst}: {message}" if frames > 1 else message
 
 
-def _outcome(residuals: F64, iterations: F64, statuses: Sequence[str], tolerance: float) -> ChainOutcome:
+def _outcome(residuals: F64, iterations: F64, statuses: Sequence[str], tolerance: float, tip: str) -> ChainOutcome:
     worst = int(np.argmax(residuals))
     residual = float(residuals[worst])
     reached = bool((residuals <= tolerance * (1.0 + 1e-6)).all())
     status = statuses[worst]
-    message = _message(residual, status, reached, residuals.shape[0], worst)
+    message = _message(residual, status, reached, residuals.shape[0], worst, tip)
     return ChainOutcome(True, message, float(iterations.mean()), residual, reached, status, residuals, iterations)
 
 
-def _outcomes(residuals: F64, iterations: F64, codes: NDArray[np.int8], tolerance: float) -> list[ChainOutcome]:
-    """`_outcome` for K chains at once: (F, K) residuals, iterations and status codes -> K outcomes."""
+def _outcomes(
+    residuals: F64,
+    iterations: F64,
+    codes: NDArray[np.int8],
+    tolerance: float,
+    tips: Sequence[str],
+    fixed: bool = False,
+) -> list[ChainOutcome]:
+    """`_outcome` for K chains at once: (F, K) residuals, iterations and status codes -> K outcomes.
+
+    `tips`: the K tip bones' names; `fixed`: one-bone chains with Use Target Rotation (see `_message`).
+    """
     f, k = residuals.shape
     if f == 1:
         # Live solving (one frame): the same answers from Python floats, without a dozen numpy calls per batch.
@@ -410,9 +541,16 @@ def _outcomes(residuals: F64, iterations: F64, codes: NDArray[np.int8], toleranc
         res, its, names = residuals[0].tolist(), iterations[0].tolist(), [STATUS_NAMES[c] for c in codes[0].tolist()]
         return [
             ChainOutcome(
-                True, _message(r, name, r <= limit, 1, 0), it, r, r <= limit, name, residuals[:, j], iterations[:, j]
+                True,
+                _message(r, name, r <= limit, 1, 0, tip, fixed),
+                it,
+                r,
+                r <= limit,
+                name,
+                residuals[:, j],
+                iterations[:, j],
             )
-            for j, (r, it, name) in enumerate(zip(res, its, names, strict=True))
+            for j, (r, it, name, tip) in enumerate(zip(res, its, names, tips, strict=True))
         ]
     cols = np.arange(k)
     worst = np.argmax(residuals, axis=0)
@@ -424,7 +562,7 @@ def _outcomes(residuals: F64, iterations: F64, codes: NDArray[np.int8], toleranc
     return [
         ChainOutcome(
             True,
-            _message(worst_res[j], status[j], reached[j], f, worst_l[j]),
+            _message(worst_res[j], status[j], reached[j], f, worst_l[j], tips[j], fixed),
             mean_its[j],
             worst_res[j],
             reached[j],
@@ -505,7 +643,10 @@ def _solve_batch(
         its, codes = result.iterations.reshape(f, k).astype(np.float64), result.status.reshape(f, k)
     else:
         its, codes = np.zeros((f, k)), np.zeros((f, k), dtype=np.int8)  # code 0: CONVERGED
-    for c, outcome in zip(chains, _outcomes(residuals, its, codes, float(settings.tolerance)), strict=True):
+    tip_names = [work.sk.names[b] for b in tips]
+    # A one-bone chain with Use Target Rotation has no bone left to solve (`result` is None): its own message.
+    outcomes = _outcomes(residuals, its, codes, float(settings.tolerance), tip_names, fixed=result is None)
+    for c, outcome in zip(chains, outcomes, strict=True):
         report.outcomes[c.index] = outcome
 
 
@@ -578,20 +719,58 @@ def _solve_tree(
     work.set_bones(bones, out_frames, out_heads)
     for e, c in enumerate(group.chains):
         report.outcomes[c.index] = _outcome(
-            residuals[:, e], iterations, [s[e] for s in statuses], float(settings.tolerance)
+            residuals[:, e], iterations, [s[e] for s in statuses], float(settings.tolerance), sk.names[c.bones[-1]]
         )
 
 
-def _guarded(report: RigReport, chains: list[ChainPlan], run: Callable[[], None]) -> None:
-    """Run one solver call; a ValueError (bad numbers that slipped past validation) marks its chains invalid.
+def _refused(sk: armature.Skeleton, chain: ChainPlan, exc: ValueError, tree: bool) -> str:
+    """The message of a chain the solver refused although the rig's checks passed it.
 
-    The solver raises before anything is stored in the working pose, so nothing of these chains is written.
+    The rig checks what it can name in the panel's terms first (limits, transforms, scales, settings), so
+    this is for what they did not foresee: the message names the chain's bones and what to try, and ends
+    with the solver's own words (its field and index names), which is what a bug report needs.
+    """
+    root, tip = sk.names[chain.bones[0]], sk.names[chain.bones[-1]]
+    bones = f"bone '{tip}'" if root == tip else f"bones '{root}' to '{tip}'"
+    whole = " (solved as one tree with the chains it shares bones with)" if tree else ""
+    return (
+        f"cannot solve: the solver refused the numbers of {bones}{whole}: reset their pose (Alt G/R/S) and check "
+        f"their Joint Limits; if that does not help, please report it with this detail: {exc}"
+    )
+
+
+def _guarded(
+    report: RigReport,
+    sk: armature.Skeleton,
+    chains: list[ChainPlan],
+    run: Callable[[list[ChainPlan]], None],
+    split: bool = True,
+) -> list[ChainPlan]:
+    """Run one solver call on `chains`; return those it could not solve (reported invalid).
+
+    A ValueError (bad numbers that slipped past validation) marks the call's chains invalid. The solver
+    raises before anything is stored in the working pose, so nothing of these chains is written. With
+    `split` (a batch of independent chains) a failed call is run again chain by chain, so one chain's bad
+    numbers never take the other chains of its batch down; a tree (`split=False`) fails as one.
     """
     try:
-        run()
+        run(chains)
     except ValueError as exc:
+        if split and len(chains) > 1:
+            return [bad for c in chains for bad in _guarded(report, sk, [c], run)]
         for c in chains:
-            report.outcomes[c.index] = ChainOutcome(False, f"cannot solve: {exc}")
+            report.outcomes[c.index] = ChainOutcome(False, _refused(sk, c, exc, tree=not split))
+        return chains
+    return []
+
+
+def _whole(run: Callable[[], None]) -> Callable[[list[ChainPlan]], None]:
+    """A solve of a whole group (a tree) as `_guarded` calls it: it takes the group's chains and ignores them."""
+
+    def call(_chains: list[ChainPlan]) -> None:
+        run()
+
+    return call
 
 
 def _solve_levels(
@@ -603,7 +782,32 @@ def _solve_levels(
     space: _Space,
     report: RigReport,
     smooth: bool,
+    dropped: Sequence[Group] = (),
 ) -> None:
+    """Solve `groups` level by level (chains below chains after them); `dropped`: groups already refused.
+
+    A chain below a chain that is not solved: nothing of the upper chain is written, so Blender keeps
+    showing its bones as they are, and the chain below is solved on exactly that pose and says "reached"
+    only if it reaches there. With Start From 'Current' the working pose is the pose Blender evaluated;
+    with 'Rest', chains refused for their limits are left out of the start pose (`solve_inputs`), so their
+    bones keep Blender's pose too. Only a chain refused after the 'Rest' start pose was built (`dropped`:
+    a bone scaled to zero; or a solver error here) has its bones at rest in the working pose, a pose
+    Blender does not show: a chain below it is refused as well rather than solved for a pose nobody sees.
+    """
+    sk = work.sk
+    # The one rig setting the solver checks that its UI range does not guard (a script can store NaN).
+    tolerance = float(rig_settings(obj).tolerance)
+    if not (math.isfinite(tolerance) and tolerance > 0.0):
+        msg = (
+            f"'{obj.name}' has a Tolerance of {tolerance:.4g}: set a distance above 0 (world units; default 0.001) "
+            "in the Reach IK panel"
+        )
+        for g in groups:
+            for c in g.chains:
+                report.outcomes[c.index] = ChainOutcome(False, msg)
+        return
+    rest_start = inputs.basis is not None
+    off_pose = {b for g in dropped for b in g.bones} if rest_start else set()  # at rest here, not in Blender
     levels = sorted({g.level for g in groups})
     for li, lv in enumerate(levels):
         if li > 0:
@@ -612,14 +816,30 @@ def _solve_levels(
         for g in groups:
             if g.level != lv:
                 continue
+            above = [a for a in sk.ancestors(g.bones[0]) if a in off_pose] if off_pose else []
+            if above:
+                msg = (
+                    f"not solved: it hangs below bone '{sk.names[above[0]]}' of a chain that cannot be solved, "
+                    "and Start From 'Rest' would solve it on a pose Blender does not show: fix that chain first"
+                )
+                for c in g.chains:
+                    report.outcomes[c.index] = ChainOutcome(False, msg)
+                continue
             if g.is_tree:
-                _guarded(report, g.chains, partial(_solve_tree, obj, work, plan, g, inputs, space, report, smooth))
+                tree_run = _whole(partial(_solve_tree, obj, work, plan, g, inputs, space, report, smooth))
+                if _guarded(report, sk, g.chains, tree_run, split=False) and rest_start:
+                    off_pose.update(g.bones)
                 continue
             c = g.chains[0]
             batches.setdefault((c.solver, len(c.bones), c.use_target_rotation), []).append(c)
         for (solver, _n, _rot), chains in batches.items():
-            run = partial(_solve_batch, obj, work, plan, solver, chains, inputs, space, report, smooth)
-            _guarded(report, chains, run)
+            # `run(chains)` solves any subset of the batch (`_guarded` retries chain by chain).
+            run = partial(
+                _solve_batch, obj, work, plan, solver, inputs=inputs, space=space, report=report, smooth=smooth
+            )
+            failed = _guarded(report, sk, chains, run)
+            if rest_start:
+                off_pose.update(b for c in failed for b in c.bones)
 
 
 @dataclass
@@ -748,7 +968,7 @@ def prepare(
 def _usable_groups(
     obj: bpy.types.Object,
     sk: armature.Skeleton,
-    plan: Plan,
+    groups: list[Group],
     inputs: Inputs,
     scale: F64,
     report: RigReport,
@@ -764,12 +984,12 @@ def _usable_groups(
     smallest = scale.min(axis=(0, 2))  # (B,) each bone's smallest axis scale over every frame
     broken_channel: dict[int, str] = {}
     if channels is not None:
-        bones = [b for g in plan.groups for b in g.bones]
+        bones = [b for g in groups for b in g.bones]
         for b, attr in armature.active_rotation_channels(obj, bones).items():
             if not np.all(np.abs(channels[attr][b]) < 1e30):  # False for NaN too
                 broken_channel[b] = attr
     ok = []
-    for g in plan.groups:
+    for g in groups:
         msg = ""
         flat = np.flatnonzero(smallest[g.bones] < 1e-6)
         bad = [b for b in g.bones if b in broken_channel]
@@ -823,6 +1043,9 @@ def solve_inputs(
         plan.lengths = armature.bone_lengths(obj, sk) if plan.groups else np.zeros(0)
     lengths = plan.lengths
     f = inputs.pose.shape[0]
+    # Chains whose limits the solver would refuse are dropped before the start pose is built: their bones
+    # keep Blender's pose there, and chains below them are solved on it (see `_solve_levels`).
+    limited = _limit_checked_groups(obj, sk, plan, report)
     if inputs.static and f > 1:
         # The same start in every frame: work it out for one frame and repeat it.
         first = replace(
@@ -833,15 +1056,17 @@ def solve_inputs(
             scale=_first(inputs.scale),
             static=False,
         )
-        pose1 = rest_start_pose(sk, plan, first) if first.basis is not None else first.pose
+        pose1 = rest_start_pose(sk, plan, first, limited) if first.basis is not None else first.pose
         rot1, sc1 = convert.rotation_parts(pose1[:, :, :3, :3])
         pose, rot, sc = (np.repeat(a, f, axis=0) for a in (pose1, rot1, sc1))
     else:
-        pose = rest_start_pose(sk, plan, inputs) if inputs.basis is not None else inputs.pose
+        pose = rest_start_pose(sk, plan, inputs, limited) if inputs.basis is not None else inputs.pose
         rot, sc = convert.rotation_parts(pose[:, :, :3, :3])
     work = _Work(sk=sk, original=pose, matrices=pose.copy(), rot=rot, rot0=rot.copy(), scale=sc, lengths=lengths)
-    groups = _usable_groups(obj, sk, plan, inputs, sc, report, channels)
-    _solve_levels(obj, work, plan, groups, inputs, _Space.of(inputs.world), report, smooth)
+    groups = _usable_groups(obj, sk, limited, inputs, sc, report, channels)
+    kept = {id(g) for g in groups}
+    dropped = [g for g in limited if id(g) not in kept]
+    _solve_levels(obj, work, plan, groups, inputs, _Space.of(inputs.world), report, smooth, dropped)
     for i, note in plan.notes.items():
         if i in report.outcomes and report.outcomes[i].valid and not report.outcomes[i].message:
             report.outcomes[i].message = note

@@ -160,6 +160,6 @@ def solve_ccd(problem: ChainProblem, max_angle: float | None = None) -> SolveRes
         As :func:`solvers.fabrik.solve_fabrik`.
     """
     if max_angle is not None and not (np.isfinite(max_angle) and max_angle > 0.0):
-        raise ValueError(f"max_angle must be a finite angle > 0 in radians, or None; got {max_angle!r}")
+        raise ValueError(f"max_angle must be a finite angle > 0 in radians, or None; got {max_angle}")
     limited = problem.limits is not None and bool(np.any(problem.limits.use_cone) or np.any(problem.limits.use_twist))
     return solve_chains(problem, make_ccd_step(max_angle), track_frames=limited, polished=max_angle is None)

@@ -58,6 +58,12 @@ CONE_SIDES = ("up", "down", "left", "right")
 #: side a direction 1e-16 off the plane needs the tip widened by ~(1e-32 * tip / 2)**(1/3) to pass.
 INSIDE_TOLERANCE = 1e-9
 
+#: Twist bounds up to this far (radians) outside ``[-pi, pi]`` are taken as ``-pi`` or ``pi``. Callers that
+#: store angles as float32 (Blender's properties) hand over +-180 degrees as +-3.1415927, 8.7e-8 beyond pi;
+#: refusing that would refuse the end of the range their own UI offers. 1e-6 rad (5.7e-5 degrees) covers
+#: float32 rounding with room to spare and is far below any angle a user sets on purpose.
+TWIST_BOUND_SLACK = 1e-6
+
 # Boundary samples per quadrant arc for the coarse search (pi/16 apart in the parameter). The coarse grid
 # only has to put each basin next to a local maximum of the samples, since every such basin that can hold
 # the nearest point is kept; its cost is per row, so it is kept small (16 gave the same answers, slower).
@@ -81,6 +87,12 @@ _TAU = 2.0 * math.pi
 # --------------------------------------------------------------------------------------------------------
 
 
+def _angle(value: float) -> str:
+    """An angle for a message: radians and degrees, 4 digits (never a repr: numpy 2 prints np.float64(...))."""
+    v = float(value)
+    return f"{v:.4g} rad ({math.degrees(v):.4g}°)" if math.isfinite(v) else f"{v} rad"
+
+
 @dataclass(frozen=True)
 class JointLimits:
     """Per-bone joint limits for K chains of N bones.
@@ -92,7 +104,8 @@ class JointLimits:
     use_cone : ndarray of bool, shape (K, N)
         Whether the cone applies to the bone.
     twist : ndarray, shape (K, N, 2)
-        ``[min, max]`` twist about the bone's Y axis in radians, ``-pi <= min <= max <= pi``.
+        ``[min, max]`` twist about the bone's Y axis in radians, ``-pi <= min <= max <= pi``. Bounds within
+        ``TWIST_BOUND_SLACK`` outside that range (float32 rounding of +-pi) are stored as +-pi.
     use_twist : ndarray of bool, shape (K, N)
         Whether the twist range applies to the bone.
 
@@ -127,21 +140,24 @@ class JointLimits:
         if bad.any():
             i, j, s = (int(v) for v in np.argwhere(bad)[0])
             raise ValueError(
-                f"JointLimits.cone[{i}, {j}] ({CONE_SIDES[s]}) = {cone[i, j, s]!r} rad: "
+                f"JointLimits.cone[{i}, {j}] ({CONE_SIDES[s]}) = {_angle(cone[i, j, s])}: "
                 "half-angles must be finite and in [0, pi) (0 to just under 180 degrees)"
             )
+        # float32 +-pi (a caller's +-180 degrees) lands just outside [-pi, pi]: snap it to the range first.
+        near = np.abs(twist) <= math.pi + TWIST_BOUND_SLACK
+        twist = np.where(near, np.clip(twist, -math.pi, math.pi), twist)
         bad2 = ~np.isfinite(twist) | (twist < -math.pi) | (twist > math.pi)
         if bad2.any():
             i, j, s = (int(v) for v in np.argwhere(bad2)[0])
             raise ValueError(
-                f"JointLimits.twist[{i}, {j}] ({('min', 'max')[s]}) = {twist[i, j, s]!r} rad: "
+                f"JointLimits.twist[{i}, {j}] ({('min', 'max')[s]}) = {_angle(twist[i, j, s])}: "
                 "twist bounds must be finite and in [-pi, pi]"
             )
         bad3 = twist[..., 0] > twist[..., 1]
         if bad3.any():
             i, j = (int(v) for v in np.argwhere(bad3)[0])
             raise ValueError(
-                f"JointLimits.twist[{i}, {j}]: min {twist[i, j, 0]!r} > max {twist[i, j, 1]!r}; "
+                f"JointLimits.twist[{i}, {j}]: min {_angle(twist[i, j, 0])} > max {_angle(twist[i, j, 1])}; "
                 "swap them so that min <= max"
             )
         for arr in (cone, use_cone, twist, use_twist):

@@ -248,14 +248,15 @@ def check_lengths(name: str, offsets: F64, describe: Any = _describe_chain) -> N
 
 
 def _check_settings(tolerance: float, max_iterations: int, roll_mode: str) -> tuple[float, int]:
+    # Values are shown with str() or a format, never repr(): numpy 2 scalars repr as np.float64(...).
     tol = float(tolerance)
     if not math.isfinite(tol) or tol <= 0.0:
-        raise ValueError(f"tolerance must be a finite number > 0, got {tolerance!r}")
+        raise ValueError(f"tolerance must be a finite number > 0, got {tol:.4g}")
     if isinstance(max_iterations, bool) or int(max_iterations) != max_iterations or max_iterations < 0:
-        raise ValueError(f"max_iterations must be an integer >= 0, got {max_iterations!r}")
+        raise ValueError(f"max_iterations must be an integer >= 0, got {max_iterations}")
     if roll_mode not in ROLL_MODES:
         names = ", ".join(repr(m) for m in ROLL_MODES)
-        raise ValueError(f"roll_mode {roll_mode!r} is not one of {names}")
+        raise ValueError(f"roll_mode '{roll_mode}' is not one of {names}")
     return tol, int(max_iterations)
 
 

@@ -500,6 +500,48 @@ def test_joint_limits_none_and_validation() -> None:
         limits.cone[0, 0, 0] = 1.0
 
 
+def test_joint_limits_messages_show_numbers_not_reprs() -> None:
+    """Values in messages read as numbers (4 digits, and degrees), never as reprs (numpy 2: np.float64(...))."""
+    args = {
+        "cone": np.zeros((1, 2, 4)),
+        "use_cone": np.ones((1, 2), bool),
+        "twist": np.zeros((1, 2, 2)),
+        "use_twist": np.ones((1, 2), bool),
+    }
+    args["cone"][0, 1, 2] = math.pi + 1.0 / 3.0
+    with pytest.raises(ValueError) as cone_err:
+        JointLimits(**args)
+    args["cone"][0, 1, 2] = 0.0
+    args["twist"][0, 0] = [0.5 + 1.0 / 3.0, 0.5]
+    with pytest.raises(ValueError) as twist_err:
+        JointLimits(**args)
+    for err, shown in ((cone_err, "3.475 rad (199.1°)"), (twist_err, "0.8333 rad (47.75°)")):
+        text = str(err.value)
+        assert shown in text and "np." not in text and "3333" not in text, text
+
+
+def test_joint_limits_twist_bounds_within_rounding_of_pi() -> None:
+    """+-180 degrees stored as float32 is +-3.1415927, a hair outside [-pi, pi]: taken as +-pi."""
+    pi32 = float(np.float32(math.pi))
+    assert pi32 > math.pi
+    limits = JointLimits(
+        cone=np.zeros((1, 2, 4)),
+        use_cone=np.zeros((1, 2), bool),
+        twist=np.array([[[-pi32, pi32], [-pi32, -pi32]]]),
+        use_twist=np.ones((1, 2), bool),
+    )
+    assert limits.twist[0, 0].tolist() == [-math.pi, math.pi]
+    assert limits.twist[0, 1].tolist() == [-math.pi, -math.pi]
+    for bad in (math.pi + 1e-4, -math.pi - 1e-4):
+        with pytest.raises(ValueError, match=r"twist\[0, 1\]"):
+            JointLimits(
+                cone=np.zeros((1, 2, 4)),
+                use_cone=np.zeros((1, 2), bool),
+                twist=np.array([[[0.0, 0.0], [min(bad, 0.0), max(bad, 0.0)]]]),
+                use_twist=np.ones((1, 2), bool),
+            )
+
+
 # ------------------------------------------------------------------------------------------------------
 # Drawing geometry
 # ------------------------------------------------------------------------------------------------------
