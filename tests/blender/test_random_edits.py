@@ -61,7 +61,8 @@ def _check(rig: bpy.types.Object, lengths: dict[str, float], what: str) -> None:
     for pb in ev.pose.bones:
         if pb.name in lengths:
             length = float((pb.tail - pb.head).length)
-            assert abs(length - lengths[pb.name]) < 1e-4, f"{what}: bone {pb.name} is {length} long, not {lengths[pb.name]}"
+            want = lengths[pb.name]
+            assert abs(length - want) < 1e-4, f"{what}: bone {pb.name} is {length} long, not {want}"
     settings = rig.reach_ik
     if not settings.live:
         return
