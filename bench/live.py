@@ -181,10 +181,43 @@ def floor(cases: list[tuple[str, Callable[[], rigs.Rig], float]], rounds: int) -
         live.register()
 
 
+def idle(counts: tuple[int, ...], rounds: int) -> None:
+    """Cost per rigged armature of an update that changes none of their inputs (an unrelated object moves)."""
+    live = bpy_session.submodule("rig.live")
+    print(f"{'idle: rigs':30} {'with Reach ms':>13} {'without ms':>10} {'per rig ms':>10} {'goal':>7}")
+    for n in counts:
+        fresh()
+        for i in range(n):
+            rigs.use_reach(rigs.character(location=(3.0 * (i % 10), 3.0 * (i // 10), 0.0), name=f"C{i}"))
+        other = rigs.empty("Unrelated", (-5.0, 0.0, 0.0))
+        bpy.context.view_layer.update()
+        bpy.context.view_layer.update()
+
+        def timed() -> float:
+            times = []
+            for r in range(rounds):
+                other.location.x = -5.0 + 0.01 * (r % 7)
+                start = time.perf_counter()
+                bpy.context.view_layer.update()
+                times.append(time.perf_counter() - start)
+            return 1e3 * statistics.median(times)
+
+        timed()  # warm
+        with_reach = timed()
+        live.unregister()
+        try:
+            without = timed()
+        finally:
+            live.register()
+        per_rig = (with_reach - without) / n
+        print(f"{n:30d} {with_reach:13.4f} {without:10.4f} {per_rig:10.4f} {'<=0.02':>7}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--floor", action="store_true", help="the cost of a Python handler that does not solve")
+    parser.add_argument("--idle", action="store_true", help="only the idle cost per rig (1, 10, 50 rigs)")
     args = parser.parse_args()
     bpy_session.enable_addon()
     print(f"bench/live.py on bpy {bpy.app.version_string}; median of {args.rounds} warm updates")
@@ -195,6 +228,9 @@ def main() -> None:
     ]
     if args.floor:
         floor([(label, build, amp) for label, build, amp, _, _ in cases], args.rounds)
+        bpy_session.finish(0)
+    if args.idle:
+        idle((1, 10, 50), max(args.rounds, 100))
         bpy_session.finish(0)
     print(
         f"{'case':30} {'Reach ms':>9} {'Blender ms':>10} {'ratio':>7} {'goal':>7} {'Reach res':>10} {'Blender res':>11}"
@@ -208,6 +244,7 @@ def main() -> None:
             f"{label:30} {ours['ms']:9.3f} {ref['ms']:10.3f} {ratio:7.2f} {goal_s:>7} "
             f"{ours['res']:10.2e} {ref['res']:11.2e}"
         )
+    idle((1, 10, 50), max(args.rounds, 100))
     bpy_session.finish(0)
 
 
