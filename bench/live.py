@@ -193,7 +193,7 @@ def idle(counts: tuple[int, ...], rounds: int) -> None:
         bpy.context.view_layer.update()
         bpy.context.view_layer.update()
 
-        def timed() -> float:
+        def timed(other: bpy.types.Object = other) -> float:
             times = []
             for r in range(rounds):
                 other.location.x = -5.0 + 0.01 * (r % 7)
