@@ -8,45 +8,18 @@ those of `obj.pose.bones`; the rest data is permuted into that order.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import bpy
 import numpy as np
 from numpy.typing import NDArray
 
-from . import cache, convert
+from ..core import convert
+from ..core.model import Skeleton
+from . import cache
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 Channels = dict[str, NDArray[np.float32]]
-
-
-@dataclass(frozen=True)
-class Skeleton:
-    """What does not change while posing: names, hierarchy and rest matrices (pose-bone order)."""
-
-    names: tuple[str, ...]
-    index: dict[str, int]
-    parent: I64  # (B,) parent index, -1 for roots
-    depth: I64  # (B,) 0 for roots
-    rest: F64  # (B,4,4) bone rest matrices in armature space (Bone.matrix_local)
-    rest_rel: F64  # (B,3,3) rest rotation relative to the parent's rest rotation (root: to the armature)
-    rest_rel4: F64  # (B,4,4) rest matrix relative to the parent's rest matrix (root: to the armature)
-    data_order: I64  # (B,) index in obj.data.bones of each pose bone
-    # (B,) Bone.use_connect: Blender ignores a connected bone's location channel.
-    connected: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    # (B,) the bone inherits its parent's rotation and full scale (what carrying a subtree rigidly assumes).
-    inherits: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    # Names, rest data and flags as read (see `_structure`): equal keys mean equal skeletons.
-    key: bytes = b""
-
-    def ancestors(self, b: int) -> list[int]:
-        out = []
-        p = int(self.parent[b])
-        while p >= 0:
-            out.append(p)
-            p = int(self.parent[p])
-        return out
 
 
 def _raw_matrices(collection: bpy.types.bpy_prop_collection, attr: str, n: int) -> NDArray[np.float32]:  # type: ignore[type-arg]
@@ -247,22 +220,13 @@ def write_channels(obj: bpy.types.Object, channels: Channels, changed: set[str])
     obj.update_tag(refresh={"DATA"})
 
 
-def local_rotations(frames: F64, parent_frames: F64, rest_rel: F64) -> F64:
-    """Basis rotations that give armature-space `frames` under `parent_frames` (all (...,3,3)).
-
-    Blender poses a bone as parent_pose @ rest_rel @ basis, so basis = (parent @ rest_rel)^T @ frame.
-    """
-    ref = parent_frames @ rest_rel
-    return np.swapaxes(ref, -1, -2) @ frames
-
-
 # bl_rna.properties[...] is typed as the base Property; rotation_mode is an EnumProperty.
 _MODE_ITEMS = bpy.types.PoseBone.bl_rna.properties["rotation_mode"].enum_items  # type: ignore[attr-defined]
-_MODE_NAMES = {item.value: item.identifier for item in _MODE_ITEMS}
+MODE_NAMES = {item.value: item.identifier for item in _MODE_ITEMS}
 
 
 def rotation_mode_values(obj: bpy.types.Object) -> NDArray[np.int32]:
-    """Every pose bone's rotation mode as its enum value, in one call (see `_MODE_NAMES`)."""
+    """Every pose bone's rotation mode as its enum value, in one call (see `MODE_NAMES`)."""
     pose_bones = obj.pose.bones
     buf = np.empty(len(pose_bones), dtype=np.int32)
     pose_bones.foreach_get("rotation_mode", buf)
@@ -275,7 +239,7 @@ _CHANNEL_OF_MODE = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation
 def active_rotation_channels(obj: bpy.types.Object, bones: Sequence[int]) -> dict[int, str]:
     """Bone index -> the name of the rotation channel its rotation mode uses, for `bones`."""
     modes = rotation_mode_values(obj)
-    return {b: _CHANNEL_OF_MODE.get(_MODE_NAMES[int(modes[b])], "rotation_euler") for b in bones}
+    return {b: _CHANNEL_OF_MODE.get(MODE_NAMES[int(modes[b])], "rotation_euler") for b in bones}
 
 
 def rotations_to_channels(
@@ -295,7 +259,7 @@ def rotations_to_channels(
     # One vectorized conversion per rotation mode present (rows are independent, so converting a mode's
     # rows on their own gives exactly what converting every row would).
     for value in np.unique(mode_values).tolist():
-        mode = _MODE_NAMES[value]
+        mode = MODE_NAMES[value]
         rows = np.flatnonzero(mode_values == value)
         b = idx[rows]
         if mode == "QUATERNION":

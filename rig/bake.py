@@ -16,7 +16,8 @@ import bpy
 import numpy as np
 from numpy.typing import NDArray
 
-from . import anim, armature, convert, fastread, live
+from ..core import convert
+from . import anim, armature, fastread, live
 from .props import rig_settings
 from .solve import Inputs, check_inputs, prepare, read_inputs, solve_inputs, stack_inputs
 

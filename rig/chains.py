@@ -7,54 +7,18 @@ share bones become one multi-effector tree; every other overlap is refused. Noth
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import bpy
 import numpy as np
-from numpy.typing import NDArray
 
-from .armature import Skeleton
+from ..core.model import ChainPlan, Group, Plan, Skeleton, usable
 from .props import ReachChain, rig_settings
 
 
-@dataclass
-class ChainPlan:
-    """One valid, enabled chain (indices into the pose bones, root first)."""
-
-    index: int  # position in obj.reach_ik.chains
-    name: str
-    solver: str
-    bones: list[int]
-    target: bpy.types.Object
-    pole: bpy.types.Object | None
-    weight: float
-    use_target_rotation: bool
-
-
-@dataclass
-class Group:
-    """Chains solved together: one chain, a batchable single, or a FABRIK tree of chains."""
-
-    chains: list[ChainPlan]
-    bones: list[int]  # every bone the group writes, parents before children
-    level: int = 0
-    is_tree: bool = False
-
-
-@dataclass
-class Plan:
-    groups: list[Group] = field(default_factory=list)
-    errors: dict[int, str] = field(default_factory=dict)  # chain index -> message
-    notes: dict[int, str] = field(default_factory=dict)  # chain index -> informative message
-    # Filled by the solve on first use and kept with a cached plan: per-batch joint limits, and the bones'
-    # rest lengths (only an armature edit changes them, and that drops cached plans: live.py).
-    limits: dict[tuple[tuple[int, ...], ...], object] = field(default_factory=dict)
-    lengths: NDArray[np.float64] | None = None
-
-
-def usable(m: NDArray[np.float64]) -> bool:
-    """Finite and not absurd: Blender clamps an infinite location to FLT_MAX, which is finite but broken."""
-    return bool(np.isfinite(m).all()) and float(np.abs(m).max(initial=0.0)) < 1e30
+def chain_objects(obj: bpy.types.Object, chain: ChainPlan) -> tuple[bpy.types.Object, bpy.types.Object | None]:
+    """The target and pole objects of a planned chain (a plan holds their names only)."""
+    ch = rig_settings(obj).chains[chain.index]
+    return ch.target, ch.pole
 
 
 def rig_problem(obj: bpy.types.Object) -> str | None:
@@ -131,7 +95,8 @@ def build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None
     # Targets that hang from a solved bone would chase themselves (a dependency cycle).
     solved = {b for p in plans for b in p.bones}
     for p in list(plans):
-        for role, ob in (("target", p.target), ("pole", p.pole)):
+        ch = settings.chains[p.index]
+        for role, ob in (("target", ch.target), ("pole", ch.pole)):
             if ob is None:
                 continue
             hang = _parent_bone_of(ob, obj, sk)
@@ -302,8 +267,8 @@ def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain)
         name=ch.name or tip,
         solver=ch.solver,
         bones=bones,
-        target=ch.target,
-        pole=ch.pole,
+        target=ch.target.name,
+        pole=ch.pole.name if ch.pole is not None else None,
         weight=weight,
         use_target_rotation=bool(ch.use_target_rotation),
     )

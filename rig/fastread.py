@@ -19,8 +19,9 @@ import bpy
 import numpy as np
 from numpy.typing import NDArray
 
-from . import anim, armature, convert
-from .chains import Plan
+from ..core import convert
+from ..core.model import Plan
+from . import anim, armature
 from .props import rig_settings
 from .solve import Inputs
 
@@ -176,7 +177,10 @@ def read_all(obj: bpy.types.Object, plan: Plan, frames: list[int]) -> Inputs | N
             if path[len(prefix) : path.index('"].rotation_')] not in chain_bones:
                 return None
     chains = [c for g in plan.groups for c in g.chains]
-    objects = {c.target.name: c.target for c in chains} | {c.pole.name: c.pole for c in chains if c.pole}
+    settings = rig_settings(obj).chains
+    targets = {c.index: settings[c.index].target for c in chains}
+    poles = {c.index: settings[c.index].pole for c in chains if c.pole is not None}
+    objects = {ob.name: ob for ob in (*targets.values(), *poles.values())}
     curves = {}
     for name, ob in objects.items():
         found = _object_curves(ob)
@@ -192,8 +196,8 @@ def read_all(obj: bpy.types.Object, plan: Plan, frames: list[int]) -> Inputs | N
     inputs = Inputs(
         pose=pose,
         world=world,
-        targets={c.index: mats[c.target.name] for c in chains},
-        poles={c.index: mats[c.pole.name] for c in chains if c.pole is not None},
+        targets={i: mats[ob.name] for i, ob in targets.items()},
+        poles={i: mats[ob.name] for i, ob in poles.items()},
         static=True,  # the armature is not animated here: one pose for every frame
     )
     if rig_settings(obj).start_from == "REST":

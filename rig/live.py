@@ -21,6 +21,7 @@ import numpy as np
 from bpy.app.handlers import persistent
 from numpy.typing import NDArray
 
+from ..core.model import Skeleton
 from . import armature, cache
 from .props import rig_settings
 from .solve import ChainState, LiveReads, chain_state, solve_rig, store_status
@@ -74,7 +75,7 @@ class _Seen:
     data: bytes  # world, target and pole matrices, outside parents' evaluated pose
     channels: bytes  # every bone's rotation, location and scale channels, raw
     settings: tuple[object, ...]
-    structure: bytes  # bone names, rest data and flags (armature.Skeleton.key)
+    structure: bytes  # bone names, rest data and flags (core.model.Skeleton.key)
 
     def same(self, other: _Seen) -> bool:
         # repr() only when the values differ: a NaN setting is unequal to itself but has an equal repr.
@@ -90,7 +91,7 @@ def _channel_bytes(channels: armature.Channels) -> bytes:
     return b"".join(a.tobytes() for a in channels.values())
 
 
-def _outside_parents(uid: int, sk: armature.Skeleton, state: ChainState) -> list[int]:
+def _outside_parents(uid: int, sk: Skeleton, state: ChainState) -> list[int]:
     """The parent of each chain's root bone (chains as set, valid or not), cached while tips and lengths hold."""
     key = tuple((row.tip_bone, row.chain_length) for row in state)
     hit = cache.roots.get(uid)

@@ -186,7 +186,7 @@ def test_euler_conversion_matches_mathutils() -> None:
 
     import conftest
 
-    convert = sys.modules[conftest.ADDON + ".rig.convert"]
+    convert = sys.modules[conftest.ADDON + ".core.convert"]
     rng = np.random.default_rng(7)
     for order in ("XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX"):
         prev = rng.uniform(-7, 7, size=(200, 3))
@@ -213,7 +213,7 @@ def test_euler_sequence_matches_frame_by_frame() -> None:
 
     import conftest
 
-    convert = sys.modules[conftest.ADDON + ".rig.convert"]
+    convert = sys.modules[conftest.ADDON + ".core.convert"]
     rng = np.random.default_rng(11)
     for order in ("XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX"):
         for step in (0.3, 2.5):  # smooth motion, and jumps past the half turn

@@ -1,0 +1,177 @@
+"""The rig core's data: a rig's snapshot (what a solve reads), plans, inputs and outcomes. Plain data only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Skeleton:
+    """What does not change while posing: names, hierarchy and rest matrices (pose-bone order)."""
+
+    names: tuple[str, ...]
+    index: dict[str, int]
+    parent: I64  # (B,) parent index, -1 for roots
+    depth: I64  # (B,) 0 for roots
+    rest: F64  # (B,4,4) bone rest matrices in armature space (Bone.matrix_local)
+    rest_rel: F64  # (B,3,3) rest rotation relative to the parent's rest rotation (root: to the armature)
+    rest_rel4: F64  # (B,4,4) rest matrix relative to the parent's rest matrix (root: to the armature)
+    data_order: I64  # (B,) index in obj.data.bones of each pose bone
+    # (B,) Bone.use_connect: Blender ignores a connected bone's location channel.
+    connected: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # (B,) the bone inherits its parent's rotation and full scale (what carrying a subtree rigidly assumes).
+    inherits: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # Names, rest data and flags as read (see `_structure`): equal keys mean equal skeletons.
+    key: bytes = b""
+
+    def ancestors(self, b: int) -> list[int]:
+        out = []
+        p = int(self.parent[b])
+        while p >= 0:
+            out.append(p)
+            p = int(self.parent[p])
+        return out
+
+
+@dataclass
+class ChainPlan:
+    """One valid, enabled chain (indices into the pose bones, root first)."""
+
+    index: int  # position in obj.reach_ik.chains
+    name: str
+    solver: str
+    bones: list[int]
+    target: str  # the target object's name (the rig layer finds the object by the chain's index)
+    pole: str | None  # the pole object's name, or None
+    weight: float
+    use_target_rotation: bool
+
+
+@dataclass
+class Group:
+    """Chains solved together: one chain, a batchable single, or a FABRIK tree of chains."""
+
+    chains: list[ChainPlan]
+    bones: list[int]  # every bone the group writes, parents before children
+    level: int = 0
+    is_tree: bool = False
+
+
+@dataclass
+class Plan:
+    groups: list[Group] = field(default_factory=list)
+    errors: dict[int, str] = field(default_factory=dict)  # chain index -> message
+    notes: dict[int, str] = field(default_factory=dict)  # chain index -> informative message
+    # Filled by the solve on first use and kept with a cached plan: per-batch joint limits, and the bones'
+    # rest lengths (only an armature edit changes them, and that drops cached plans: live.py).
+    limits: dict[tuple[tuple[int, ...], ...], object] = field(default_factory=dict)
+    lengths: NDArray[np.float64] | None = None
+    bone_limits: BoneLimits | None = None  # the planned bones' limits as set (read by the rig layer once)
+
+
+def usable(m: NDArray[np.float64]) -> bool:
+    """Finite and not absurd: Blender clamps an infinite location to FLT_MAX, which is finite but broken."""
+    return bool(np.isfinite(m).all()) and float(np.abs(m).max(initial=0.0)) < 1e30
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A rig's Reach IK settings as a solve reads them (`Object.reach_ik`)."""
+
+    rig: str  # the armature object's name, for messages
+    tolerance: float
+    max_iterations: int
+    roll_mode: str
+    start_from: str
+
+
+@dataclass(frozen=True)
+class BoneLimits:
+    """Every bone's joint limits as set (`PoseBone.reach_ik`), pose-bone order; unread bones are unlimited."""
+
+    use_cone: NDArray[np.bool_]  # (B,)
+    cone: F64  # (B, 4) up, down, left, right (radians)
+    use_twist: NDArray[np.bool_]  # (B,)
+    twist: F64  # (B, 2) min, max as stored (radians; see core.solve.twist_bound)
+
+    @classmethod
+    def none(cls, n: int) -> BoneLimits:
+        return cls(np.zeros(n, dtype=bool), np.zeros((n, 4)), np.zeros(n, dtype=bool), np.zeros((n, 2)))
+
+
+# Which rotation channel a bone's rotation mode uses (`Snapshot.channel_kind`).
+QUATERNION, EULER, AXIS_ANGLE = 0, 1, 2
+CHANNEL_NAMES = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle")
+
+
+@dataclass
+class Snapshot:
+    """Everything of one rig a solve needs besides the per-frame inputs: no Blender object inside."""
+
+    sk: Skeleton
+    plan: Plan
+    settings: Settings
+    limits: BoneLimits
+    lengths: F64  # (B,) rest bone lengths
+    channel_kind: I64 | None = None  # (B,) QUATERNION, EULER or AXIS_ANGLE, when channels are checked
+
+
+@dataclass
+class ChainOutcome:
+    """One chain's result; with several frames, the worst frame's residual and the mean iterations."""
+
+    valid: bool
+    message: str
+    iterations: float = 0.0
+    residual: float = 0.0  # world units, worst frame
+    reached: bool = False
+    status: str = ""
+    residuals: F64 | None = None  # (F,) world units, per frame
+    iteration_counts: F64 | None = None  # (F,)
+
+
+@dataclass
+class RigReport:
+    """What one solve did, per chain index of `obj.reach_ik.chains` (disabled chains are absent)."""
+
+    outcomes: dict[int, ChainOutcome] = field(default_factory=dict)
+    rig_error: str | None = None
+    # (before, after) armature-space pose matrices (B, 4, 4) of a written live solve, when asked for
+    # (`solve_rig(carry=True)`): how the bones moved, to carry objects parented to them (live.py).
+    moved: tuple[F64, F64] | None = None
+
+
+@dataclass
+class Inputs:
+    """Everything a solve reads from Blender, for F frames (stacked along axis 0)."""
+
+    pose: F64  # (F,B,4,4) evaluated pose matrices, armature space
+    world: F64  # (F,4,4) the armature's world matrix
+    targets: dict[int, F64]  # chain index -> (F,4,4) world matrices
+    poles: dict[int, F64]  # chain index -> (F,4,4) world matrices (chains with a pole only)
+    # Only for start_from='REST': (F,B,4,4) matrix_basis, (F,B,3) location and scale channels.
+    basis: F64 | None = None
+    location: F64 | None = None
+    scale: F64 | None = None
+    # (F,M,4,4) every target and pole matrix when read together (`targets`/`poles` are views of it), or None.
+    objects: F64 | None = None
+    # True when pose, world, basis, location and scale are the same in every frame (the bake's fast read:
+    # the armature is not animated). Work on them is then done once and repeated.
+    static: bool = False
+
+
+@dataclass
+class Solved:
+    """Solved basis rotations for F frames, ready to become channels or keys."""
+
+    bones: list[int]  # parents before children
+    basis: F64  # (F, len(bones), 3, 3) local (basis) rotations
+    # (F, B, 4, 4) armature-space pose of every bone after the solve (bones below solved ones carried along),
+    # when asked for (`solve_inputs(final_pose=True)`): where objects parented to these bones will be.
+    pose: F64 | None = None

@@ -1,0 +1,145 @@
+"""The rig core without Blender: a snapshot of a small rig in, solved rotations and chain outcomes out.
+
+Results are checked by forward kinematics of the returned basis rotations (as Blender poses a bone:
+parent pose @ rest relative to the parent @ basis), not by the solver's own numbers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+
+# core/ imports `..solvers` as the add-on package does. The checkout's own __init__.py imports bpy, so the
+# package is stood up here without running it: a bare module whose path is the checkout.
+if "reach_ik" not in sys.modules:
+    _package = types.ModuleType("reach_ik")
+    _package.__path__ = [str(Path(__file__).resolve().parents[2])]
+    sys.modules["reach_ik"] = _package
+core = importlib.import_module("reach_ik.core.solve")
+_model = importlib.import_module("reach_ik.core.model")
+BoneLimits, ChainPlan, Group, Inputs = _model.BoneLimits, _model.ChainPlan, _model.Group, _model.Inputs
+Plan, RigReport, Settings, Skeleton, Snapshot = (
+    _model.Plan,
+    _model.RigReport,
+    _model.Settings,
+    _model.Skeleton,
+    _model.Snapshot,
+)
+
+# Bones along +Z, Blender's bone convention: Y along the bone, X = world X, Z = world -Y.
+_ROT = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
+
+
+def _skeleton(chains: int, n: int) -> Skeleton:
+    """`chains` separate chains of `n` unit bones along +Z, side by side in X."""
+    names, parent, rest = [], [], []
+    for c in range(chains):
+        for i in range(n):
+            names.append(f"c{c}b{i}")
+            parent.append(-1 if i == 0 else len(names) - 2)
+            m = np.eye(4)
+            m[:3, :3] = _ROT
+            m[:3, 3] = (2.0 * c, 0.0, float(i))
+            rest.append(m)
+    rest_a = np.array(rest)
+    par = np.array(parent, dtype=np.int64)
+    depth = np.array([0 if p < 0 else 1 for p in parent], dtype=np.int64)
+    for b in range(len(par)):
+        d, p = 0, par[b]
+        while p >= 0:
+            d, p = d + 1, par[p]
+        depth[b] = d
+    rest_rel = rest_a[:, :3, :3].copy()
+    rest_rel4 = rest_a.copy()
+    for b, p in enumerate(par):
+        if p >= 0:
+            rest_rel[b] = rest_a[p, :3, :3].T @ rest_a[b, :3, :3]
+            rest_rel4[b] = np.linalg.inv(rest_a[p]) @ rest_a[b]
+    k = len(names)
+    return Skeleton(
+        names=tuple(names),
+        index={nm: i for i, nm in enumerate(names)},
+        parent=par,
+        depth=depth,
+        rest=rest_a,
+        rest_rel=rest_rel,
+        rest_rel4=rest_rel4,
+        data_order=np.arange(k),
+        connected=par >= 0,
+        inherits=np.ones(k, dtype=bool),
+    )
+
+
+def _snapshot(sk: Skeleton, chains: int, n: int, solver: str, limits: BoneLimits | None = None) -> Snapshot:
+    groups = []
+    for c in range(chains):
+        bones = list(range(c * n, (c + 1) * n))
+        plan = ChainPlan(c, f"chain{c}", solver, bones, f"T{c}", None, 1.0, False)
+        groups.append(Group([plan], bones))
+    b = len(sk.names)
+    return Snapshot(
+        sk=sk,
+        plan=Plan(groups=groups),
+        settings=Settings("Rig", 1e-4, 60, "KEEP", "CURRENT"),
+        limits=limits if limits is not None else BoneLimits.none(b),
+        lengths=np.ones(b),
+    )
+
+
+def _inputs(sk: Skeleton, goals: list[tuple[float, float, float]]) -> Inputs:
+    targets = {}
+    for i, g in enumerate(goals):
+        m = np.eye(4)
+        m[:3, 3] = g
+        targets[i] = m[None]
+    return Inputs(pose=sk.rest[None].copy(), world=np.eye(4)[None], targets=targets, poles={})
+
+
+def _tips(sk: Skeleton, bones: list[int], basis: np.ndarray, chains: int, n: int) -> list[np.ndarray]:
+    """Forward kinematics from the solved basis rotations (unsolved bones stay at rest)."""
+    rot = {b: basis[0, k] for k, b in enumerate(bones)}
+    tips = []
+    for c in range(chains):
+        frame, head = np.eye(3), sk.rest[c * n, :3, 3].copy()
+        for i in range(n):
+            b = c * n + i
+            frame = frame @ sk.rest_rel[b] @ rot.get(b, np.eye(3))
+            head = head + frame @ np.array([0.0, 1.0, 0.0])
+        tips.append(head)
+    return tips
+
+
+def test_core_solves_a_snapshot_without_blender() -> None:
+    sk = _skeleton(3, 3)
+    goals = [(0.6, 0.3, 2.5), (2.3, -0.8, 2.2), (4.0, 0.9, 1.4)]
+    for solver in ("FABRIK", "CCD"):
+        snap = _snapshot(sk, 3, 3, solver)
+        report = RigReport()
+        solved = core.solve(snap, _inputs(sk, goals), report)
+        tips = _tips(sk, solved.bones, solved.basis, 3, 3)
+        for c, (tip, goal) in enumerate(zip(tips, goals, strict=True)):
+            d = float(np.linalg.norm(tip - np.array(goal)))
+            assert d <= 1e-4, f"{solver} chain {c}: the tip is {d:.3g} from its target"
+            out = report.outcomes[c]
+            assert out.valid and out.reached and abs(out.residual - d) <= 1e-6, out
+
+
+def test_core_refuses_one_chains_bad_limit_and_solves_the_others() -> None:
+    sk = _skeleton(2, 3)
+    limits = BoneLimits.none(len(sk.names))
+    limits.use_cone[4] = True
+    limits.cone[4] = (math.nan, 0.5, 0.5, 0.5)
+    snap = _snapshot(sk, 2, 3, "FABRIK", limits)
+    report = RigReport()
+    goals = [(0.6, 0.3, 2.5), (2.3, -0.8, 2.2)]
+    solved = core.solve(snap, _inputs(sk, goals), report)
+    assert report.outcomes[0].valid and report.outcomes[0].reached, report.outcomes[0]
+    assert not report.outcomes[1].valid and "'c1b1'" in report.outcomes[1].message, report.outcomes[1].message
+    assert not set(solved.bones) & {3, 4, 5}, "the refused chain's bones must not be solved"
+    tip = _tips(sk, solved.bones, solved.basis, 2, 3)[0]
+    assert np.linalg.norm(tip - np.array(goals[0])) <= 1e-4
