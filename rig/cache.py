@@ -23,6 +23,10 @@ fingerprints: dict[int, Any] = {}
 stats: dict[int, int] = {}
 # session_uid -> number of live checks (inputs read and compared), solved or not.
 checks: dict[int, int] = {}
+# session_uid -> {chain index: number of live solves of that chain} (dragging one hand solves one chain).
+chain_solves: dict[int, dict[int, int]] = {}
+# session_uid -> {chain index: outcome} shown now (chains not re-solved keep theirs).
+outcomes: dict[int, Any] = {}
 # session_uid -> last unexpected error printed for the armature (each distinct error printed once).
 reported: dict[int, str] = {}
 # session_uid -> (skeleton, chain key, outside parents): the bones above the chains' roots.
@@ -46,6 +50,8 @@ _PER_OBJECT: tuple[dict[int, Any], ...] = (
     fingerprints,
     stats,
     checks,
+    chain_solves,
+    outcomes,
     reported,
     roots,
     plans,
@@ -56,7 +62,7 @@ _PER_OBJECT: tuple[dict[int, Any], ...] = (
 
 def forget(uid: int) -> None:
     """Drop everything derived from one armature's inputs (it is solved again on its next check)."""
-    for table in (fingerprints, roots, plans, depends, hangs):
+    for table in (fingerprints, outcomes, roots, plans, depends, hangs):
         table.pop(uid, None)
 
 
@@ -81,12 +87,13 @@ def prune(alive_objects: Iterable[int], alive_data: Iterable[int]) -> None:
 
 def clear(keep_stats: bool = True) -> None:
     """Drop every cache (file load, undo/redo: session uids and pointers may now mean other objects)."""
-    for table in (versions, fingerprints, reported, roots, plans, depends, hangs, skeletons, scene_rigs):
+    for table in (versions, fingerprints, outcomes, reported, roots, plans, depends, hangs, skeletons, scene_rigs):
         table.clear()
     dirty.clear()
     if not keep_stats:
         stats.clear()
         checks.clear()
+        chain_solves.clear()
 
 
 def sizes() -> dict[str, int]:
@@ -98,6 +105,8 @@ def sizes() -> dict[str, int]:
             ("fingerprints", fingerprints),
             ("stats", stats),
             ("checks", checks),
+            ("chain_solves", chain_solves),
+            ("outcomes", outcomes),
             ("reported", reported),
             ("roots", roots),
             ("plans", plans),

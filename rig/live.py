@@ -12,16 +12,16 @@ re-evaluate from inside a handler (that crashed bpy 4.5 in our experiments).
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import bpy
 import numpy as np
 from bpy.app.handlers import persistent
 from numpy.typing import NDArray
 
-from ..core.model import Skeleton
+from ..core.model import Group, Plan, Skeleton
 from . import armature, cache
 from .props import rig_settings
 from .solve import ChainState, LiveReads, chain_state, solve_rig, store_status
@@ -76,6 +76,17 @@ class _Seen:
     channels: bytes  # every bone's rotation, location and scale channels, raw
     settings: tuple[object, ...]
     structure: bytes  # bone names, rest data and flags (core.model.Skeleton.key)
+    world: bytes = b""  # the armature's world matrix
+    # Group id (its chain indices) -> its own inputs: targets, poles, the evaluated pose of the bone above
+    # its root, its bones' channels. Filled when the rig is solved (`_select`).
+    groups: dict[tuple[int, ...], bytes] = field(default_factory=dict)
+    group_inputs: dict[tuple[int, ...], tuple[bytes, list[int]]] = field(default_factory=dict)
+
+    def after_write(self, channels: armature.Channels) -> None:
+        """Our write changed only rotation channels: group keys with the values written stand for a re-read."""
+        self.channels = _channel_bytes(channels)
+        for gid, (inputs, bones) in self.group_inputs.items():
+            self.groups[gid] = inputs + _bone_channels(channels, bones)
 
     def same(self, other: _Seen) -> bool:
         # repr() only when the values differ: a NaN setting is unequal to itself but has an equal repr.
@@ -85,6 +96,10 @@ class _Seen:
             and self.structure == other.structure
             and (self.settings == other.settings or repr(self.settings) == repr(other.settings))
         )
+
+
+def _bone_channels(channels: armature.Channels, bones: list[int]) -> bytes:
+    return b"".join(channels[attr][bones].tobytes() for attr in channels)
 
 
 def _channel_bytes(channels: armature.Channels) -> bytes:
@@ -151,7 +166,7 @@ def _carry(world: armature.WorldMatrices, obj: bpy.types.Object, moved: _Moved) 
         done.add(ob.session_uid)
 
 
-def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, LiveReads]:
+def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, LiveReads, _Objects]:
     """Everything a solve of `obj` reads, once: what the change test compares and what the solve reuses."""
     s = rig_settings(obj)
     sk = armature.skeleton(obj)
@@ -164,7 +179,8 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
     world = armature.WorldMatrices()
     if moved:
         _carry(world, obj, moved)
-    data = [world.of([obj, *objects]).tobytes()]
+    mats = world.of([obj, *objects])
+    data = [mats.tobytes()]
     pose = None
     roots = _outside_parents(obj.session_uid, sk, state)
     if roots:
@@ -174,34 +190,107 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
         data.append(pose[roots].tobytes())
     channels = armature.read_channels(obj, armature.ALL_CHANNELS)
     settings = (s.tolerance, s.max_iterations, s.roll_mode, s.start_from, settings_version(obj), state)
-    seen = _Seen(b"".join(data), _channel_bytes(channels), settings, sk.key)
+    seen = _Seen(b"".join(data), _channel_bytes(channels), settings, sk.key, mats[0].tobytes())
     # What can change this rig's solve: itself (pose, transform, settings), its armature data, and the
     # objects it reaches for. Blender lists an object as updated when anything it depends on moved (a
     # parent, a constraint target, a driver), so these IDs are enough to skip unrelated updates.
     cache.depends[obj.session_uid] = frozenset(
         (obj.session_uid, obj.data.session_uid, *(o.session_uid for o in objects))
     )
-    return seen, LiveReads(sk=sk, state=state, channels=channels, world=world, pose=pose)
+    # Rows of `mats` of each chain's target and pole (chain_state lists them chain by chain).
+    rows: dict[int, list[int]] = {}
+    k = 1
+    for i, row in enumerate(state):
+        n = (row.target is not None) + (row.pole is not None)
+        rows[i] = list(range(k, k + n))
+        k += n
+    reads = LiveReads(sk=sk, state=state, channels=channels, world=world, pose=pose)
+    return seen, reads, _Objects(mats, rows)
+
+
+@dataclass
+class _Objects:
+    mats: F64  # (1 + M, 4, 4): the armature's world matrix, then every chain's target and pole
+    rows: dict[int, list[int]]  # chain index -> its rows of `mats`
+
+
+def _select(
+    obj: bpy.types.Object, seen: _Seen, last: _Seen | None, reads: LiveReads, objects: _Objects
+) -> Callable[[Plan], list[Group]]:
+    """Which planned groups a live update solves: those whose own inputs changed, and every group below them.
+
+    Everything is solved when anything rig-wide changed (settings, bones, the armature's transform). A
+    group's own inputs are its targets and poles, the evaluated pose of the bone above its root (Blender
+    moves it for parents posed by hand, constraints, drivers), and its bones' channels (posed by hand).
+    """
+    rig_wide = (
+        last is None
+        or last.world != seen.world
+        or last.structure != seen.structure
+        or not (last.settings == seen.settings or repr(last.settings) == repr(seen.settings))
+    )
+
+    def select(plan: Plan) -> list[Group]:
+        sk, channels, pose = reads.sk, reads.channels, reads.pose
+        dirty: list[Group] = []
+        dirty_bones: set[int] = set()
+        for g in plan.groups:  # levels ascending: a group's upper groups are decided before it
+            gid = tuple(c.index for c in g.chains)
+            parts = [objects.mats[objects.rows[c.index]].tobytes() for c in g.chains]
+            parent = int(sk.parent[g.bones[0]])
+            if parent >= 0 and pose is not None:
+                parts.append(pose[parent].tobytes())
+            inputs = b"".join(parts)
+            key = inputs + _bone_channels(channels, g.bones)
+            seen.groups[gid] = key
+            seen.group_inputs[gid] = (inputs, g.bones)
+            below_dirty = bool(dirty_bones) and any(a in dirty_bones for a in sk.ancestors(g.bones[0]))
+            if rig_wide or below_dirty or last is None or last.groups.get(gid) != key:
+                dirty.append(g)
+                dirty_bones.update(g.bones)
+        return dirty
+
+    return select
 
 
 def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
     """Check `obj` and solve it if its inputs changed; with `carry`, record how its bones moved in `moved`."""
     uid = obj.session_uid
     cache.checks[uid] = cache.checks.get(uid, 0) + 1
-    seen, reads = _read(obj, moved)
+    seen, reads, objects = _read(obj, moved)
     last = cache.fingerprints.get(uid)
     if last is not None and last.same(seen):
         return
-    report = solve_rig(obj, write=True, cached=True, reads=reads, carry=carry)
+    select = _select(obj, seen, last, reads, objects)
+    report = solve_rig(obj, write=True, cached=True, reads=reads, carry=carry, select=select)
     if report.moved is not None:
         world = np.array(obj.matrix_world, dtype=np.float64)
         moved[uid] = (world, report.moved[0], report.moved[1], reads.sk.index)
     cache.stats[uid] = cache.stats.get(uid, 0) + 1
+    counts = cache.chain_solves.setdefault(uid, {})
+    for i, out in report.outcomes.items():
+        if out.valid:
+            counts[i] = counts.get(i, 0) + 1
+    # Chains not solved now keep the outcome they had; chains no longer planned (disabled) drop theirs.
+    shown = {i: o for i, o in cache.outcomes.get(uid, {}).items() if _solves(seen, i)}
+    shown.update(report.outcomes)
+    cache.outcomes[uid] = shown
+    report.outcomes = shown
     store_status(obj, report)
     # Our write changed only rotation channels, and `reads.channels` now holds exactly the float32 values
     # written (foreach_set stores them as given), so it stands for a re-read: the write is no change.
-    seen.channels = _channel_bytes(reads.channels)
+    seen.after_write(reads.channels)
     cache.fingerprints[uid] = seen
+
+
+def _solves(seen: _Seen, chain: int) -> bool:
+    """Whether `chain` belongs to a group this rig's plan solves (as of the last `_select`)."""
+    return any(chain in gid for gid in seen.groups)
+
+
+def chain_solve_count(obj: bpy.types.Object, chain: int) -> int:
+    """How many times live solving has solved chain number `chain` of `obj` in this session."""
+    return cache.chain_solves.get(obj.session_uid, {}).get(chain, 0)
 
 
 def _scene_rigs(scene: bpy.types.Scene) -> list[bpy.types.Object]:

@@ -7,7 +7,8 @@ The data flows one way: Blender data -> `core.model.Snapshot` + `Inputs` (here, 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import bpy
@@ -21,6 +22,7 @@ from ..core.model import (
     QUATERNION,
     BoneLimits,
     ChainOutcome,
+    Group,
     Inputs,
     Plan,
     RigReport,
@@ -240,16 +242,26 @@ def solve_rig(
     cached: bool = False,
     reads: LiveReads | None = None,
     carry: bool = False,
+    select: Callable[[Plan], list[Group]] | None = None,
 ) -> RigReport:
     """Solve the enabled chains of armature `obj` on its current pose; write rotations if `write`.
 
     Invalid chains are reported in the outcome (and never written); valid ones are still solved, so one
     broken chain never stops the others. `reads` (live solving) is what the caller read this update; its
-    channel arrays then hold exactly what was written.
+    channel arrays then hold exactly what was written. `select` picks the planned groups to solve (live
+    solving: those whose inputs changed, and the groups below them); the others keep their pose.
     """
     report, sk, plan = prepare(obj, only, cached, reads)
     if sk is None or plan is None or not plan.groups:
         return report
+    if select is not None:
+        chosen = select(plan)
+        if len(chosen) != len(plan.groups):
+            snapshot(obj, sk, plan)  # fills the whole plan's cached lengths and limits, which the subset shares
+            # The same caches (limits, lengths) as the whole plan: the subset is a view of it.
+            plan = replace(plan, groups=chosen)
+        if not chosen:
+            return report
     inputs = read_inputs(obj, plan, *((reads.pose, reads.world) if reads is not None else ()))
     broken = core.check_inputs(sk, plan, obj.name, inputs)
     if broken:
