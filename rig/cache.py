@@ -27,6 +27,8 @@ checks: dict[int, int] = {}
 chain_solves: dict[int, dict[int, int]] = {}
 # session_uid -> {chain index: outcome} shown now (chains not re-solved keep theirs).
 outcomes: dict[int, Any] = {}
+# session_uid -> (world matrix bytes, armature-wide problem or None) of the last live check.
+rig_checks: dict[int, Any] = {}
 # session_uid -> last unexpected error printed for the armature (each distinct error printed once).
 reported: dict[int, str] = {}
 # session_uid -> (skeleton, chain key, outside parents): the bones above the chains' roots.
@@ -52,6 +54,7 @@ _PER_OBJECT: tuple[dict[int, Any], ...] = (
     checks,
     chain_solves,
     outcomes,
+    rig_checks,
     reported,
     roots,
     plans,
@@ -62,7 +65,7 @@ _PER_OBJECT: tuple[dict[int, Any], ...] = (
 
 def forget(uid: int) -> None:
     """Drop everything derived from one armature's inputs (it is solved again on its next check)."""
-    for table in (fingerprints, outcomes, roots, plans, depends, hangs):
+    for table in (fingerprints, outcomes, rig_checks, roots, plans, depends, hangs):
         table.pop(uid, None)
 
 
@@ -87,7 +90,19 @@ def prune(alive_objects: Iterable[int], alive_data: Iterable[int]) -> None:
 
 def clear(keep_stats: bool = True) -> None:
     """Drop every cache (file load, undo/redo: session uids and pointers may now mean other objects)."""
-    for table in (versions, fingerprints, outcomes, reported, roots, plans, depends, hangs, skeletons, scene_rigs):
+    for table in (
+        versions,
+        fingerprints,
+        outcomes,
+        rig_checks,
+        reported,
+        roots,
+        plans,
+        depends,
+        hangs,
+        skeletons,
+        scene_rigs,
+    ):
         table.clear()
     dirty.clear()
     if not keep_stats:
@@ -107,6 +122,7 @@ def sizes() -> dict[str, int]:
             ("checks", checks),
             ("chain_solves", chain_solves),
             ("outcomes", outcomes),
+            ("rig_checks", rig_checks),
             ("reported", reported),
             ("roots", roots),
             ("plans", plans),

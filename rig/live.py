@@ -14,7 +14,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import bpy
 import numpy as np
@@ -77,16 +77,17 @@ class _Seen:
     settings: tuple[object, ...]
     structure: bytes  # bone names, rest data and flags (core.model.Skeleton.key)
     world: bytes = b""  # the armature's world matrix
-    # Group id (its chain indices) -> its own inputs: targets, poles, the evaluated pose of the bone above
-    # its root, its bones' channels. Filled when the rig is solved (`_select`).
-    groups: dict[tuple[int, ...], bytes] = field(default_factory=dict)
-    group_inputs: dict[tuple[int, ...], tuple[bytes, list[int]]] = field(default_factory=dict)
+    # The same inputs as arrays, to find which chains they concern (`_select`): the armature's, targets' and
+    # poles' world matrices, the evaluated pose (when read) and every channel (after our write).
+    mats: F64 | None = None
+    pose: F64 | None = None
+    arrays: armature.Channels | None = None
+    solved: tuple[tuple[int, ...], ...] = ()  # chain indices of each group of the plan last solved
 
     def after_write(self, channels: armature.Channels) -> None:
-        """Our write changed only rotation channels: group keys with the values written stand for a re-read."""
+        """Our write changed only rotation channels: the values written stand for a re-read."""
         self.channels = _channel_bytes(channels)
-        for gid, (inputs, bones) in self.group_inputs.items():
-            self.groups[gid] = inputs + _bone_channels(channels, bones)
+        self.arrays = channels
 
     def same(self, other: _Seen) -> bool:
         # repr() only when the values differ: a NaN setting is unequal to itself but has an equal repr.
@@ -96,10 +97,6 @@ class _Seen:
             and self.structure == other.structure
             and (self.settings == other.settings or repr(self.settings) == repr(other.settings))
         )
-
-
-def _bone_channels(channels: armature.Channels, bones: list[int]) -> bytes:
-    return b"".join(channels[attr][bones].tobytes() for attr in channels)
 
 
 def _channel_bytes(channels: armature.Channels) -> bytes:
@@ -190,7 +187,7 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
         data.append(pose[roots].tobytes())
     channels = armature.read_channels(obj, armature.ALL_CHANNELS)
     settings = (s.tolerance, s.max_iterations, s.roll_mode, s.start_from, settings_version(obj), state)
-    seen = _Seen(b"".join(data), _channel_bytes(channels), settings, sk.key, mats[0].tobytes())
+    seen = _Seen(b"".join(data), _channel_bytes(channels), settings, sk.key, mats[0].tobytes(), mats, pose, channels)
     # What can change this rig's solve: itself (pose, transform, settings), its armature data, and the
     # objects it reaches for. Blender lists an object as updated when anything it depends on moved (a
     # parent, a constraint target, a driver), so these IDs are enough to skip unrelated updates.
@@ -204,7 +201,7 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
         n = (row.target is not None) + (row.pole is not None)
         rows[i] = list(range(k, k + n))
         k += n
-    reads = LiveReads(sk=sk, state=state, channels=channels, world=world, pose=pose)
+    reads = LiveReads(sk=sk, state=state, channels=channels, world=world, pose=pose, world_key=seen.world)
     return seen, reads, _Objects(mats, rows)
 
 
@@ -231,26 +228,43 @@ def _select(
     )
 
     def select(plan: Plan) -> list[Group]:
-        sk, channels, pose = reads.sk, reads.channels, reads.pose
+        seen.solved = tuple(tuple(c.index for c in g.chains) for g in plan.groups)
+        if rig_wide or last is None or last.solved != seen.solved or not _comparable(seen, last):
+            return list(plan.groups)
+        assert last.mats is not None and last.arrays is not None and seen.arrays is not None
+        sk = reads.sk
+        # Which inputs changed, found with a few whole-array comparisons (NaN counts as changed).
+        moved_rows = set(np.flatnonzero((objects.mats != last.mats).any(axis=(1, 2))).tolist())
+        posed: set[int] = set()
+        for attr, now in seen.arrays.items():
+            posed.update(np.flatnonzero((now != last.arrays[attr]).any(axis=1)).tolist())
+        if seen.pose is not None and last.pose is not None:
+            posed.update(np.flatnonzero((seen.pose != last.pose).any(axis=(1, 2))).tolist())
         dirty: list[Group] = []
         dirty_bones: set[int] = set()
         for g in plan.groups:  # levels ascending: a group's upper groups are decided before it
-            gid = tuple(c.index for c in g.chains)
-            parts = [objects.mats[objects.rows[c.index]].tobytes() for c in g.chains]
-            parent = int(sk.parent[g.bones[0]])
-            if parent >= 0 and pose is not None:
-                parts.append(pose[parent].tobytes())
-            inputs = b"".join(parts)
-            key = inputs + _bone_channels(channels, g.bones)
-            seen.groups[gid] = key
-            seen.group_inputs[gid] = (inputs, g.bones)
-            below_dirty = bool(dirty_bones) and any(a in dirty_bones for a in sk.ancestors(g.bones[0]))
-            if rig_wide or below_dirty or last is None or last.groups.get(gid) != key:
+            root_parent = int(sk.parent[g.bones[0]])
+            changed = (
+                any(r in moved_rows for c in g.chains for r in objects.rows[c.index])
+                or (root_parent >= 0 and root_parent in posed)
+                or any(b in posed for b in g.bones)
+                or (bool(dirty_bones) and any(a in dirty_bones for a in sk.ancestors(g.bones[0])))
+            )
+            if changed:
                 dirty.append(g)
                 dirty_bones.update(g.bones)
         return dirty
 
     return select
+
+
+def _comparable(seen: _Seen, last: _Seen) -> bool:
+    """Whether the arrays of two checks line up row for row (same objects, bones and reads)."""
+    if seen.mats is None or last.mats is None or seen.mats.shape != last.mats.shape:
+        return False
+    if (seen.pose is None) != (last.pose is None) or last.arrays is None or seen.arrays is None:
+        return False
+    return all(last.arrays[k].shape == v.shape for k, v in seen.arrays.items())
 
 
 def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
@@ -285,7 +299,7 @@ def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
 
 def _solves(seen: _Seen, chain: int) -> bool:
     """Whether `chain` belongs to a group this rig's plan solves (as of the last `_select`)."""
-    return any(chain in gid for gid in seen.groups)
+    return any(chain in gid for gid in seen.solved)
 
 
 def chain_solve_count(obj: bpy.types.Object, chain: int) -> int:

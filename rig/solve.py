@@ -139,6 +139,7 @@ class LiveReads:
     channels: armature.Channels  # every channel; the write-back updates the rotation arrays in place
     world: armature.WorldMatrices  # every object's world matrix
     pose: F64 | None = None  # (B,4,4) pose matrices, when the handler needed them
+    world_key: bytes = b""  # the armature's world matrix as read (float32 bytes)
 
 
 def prepare(
@@ -149,7 +150,17 @@ def prepare(
     With `cached` (live solving) the plan is reused while nothing it depends on changed.
     """
     report = RigReport()
-    problem = rig_problem(obj)
+    if reads is not None and reads.world_key:
+        # Live: the armature-wide checks depend on its transform only (linking and overrides are structure
+        # updates, which drop this cache), so they run again only when it moves.
+        hit = cache.rig_checks.get(obj.session_uid)
+        if hit is not None and hit[0] == reads.world_key:
+            problem = hit[1]
+        else:
+            problem = rig_problem(obj)
+            cache.rig_checks[obj.session_uid] = (reads.world_key, problem)
+    else:
+        problem = rig_problem(obj)
     chains = rig_settings(obj).chains if obj.type == "ARMATURE" else []
     if problem is not None:
         report.rig_error = problem
