@@ -41,7 +41,7 @@ from ..loop import (
 )
 from ..rotations import NEAR_OPPOSITE
 from ..types import CAP, CONVERGED, STALLED
-from . import _cone
+from . import _cone, _f64
 
 # float32 has no use for the batched code's 1e-150: a vector shorter than this has no direction in it.
 TINY: Final = 1e-18
@@ -53,7 +53,6 @@ INSIDE: Final = 3e-7
 _WIDE: Final = -0.9
 # Rounding of the end effector in float32, relative to the chain's length (with margin: ~N eps measured).
 FLOAT32_MARGIN: Final = 1e-6
-_BLEND_X: Final = 1e-3  # as frames._BLEND_X
 _TINY_RATIO: Final = 1e-300  # as loop._TINY
 _X: Final = Vector((1.0, 0.0, 0.0))
 _Y: Final = Vector((0.0, 1.0, 0.0))
@@ -174,10 +173,12 @@ class Chain:
 
     __slots__ = (
         "base",
+        "base64",
         "directions",
         "distance",
         "hint",
         "keep",
+        "keep64",
         "keep_directions",
         "lengths",
         "limits",
@@ -185,10 +186,13 @@ class Chain:
         "max_length",
         "n",
         "offsets",
+        "offsets64",
         "ref_local",
+        "ref_local64",
         "roll_mode",
         "root",
         "target",
+        "target64",
         "total",
     )
 
@@ -212,7 +216,8 @@ class Chain:
         # chain's size, not to its distance from the scene's origin (the result adds the root back in
         # float64). Distances on Python floats: the law of cosines and the reach checks need them exact.
         self.root = _ZERO.copy()
-        self.target = Vector((target[0] - root[0], target[1] - root[1], target[2] - root[2]))
+        self.target64 = (target[0] - root[0], target[1] - root[1], target[2] - root[2])
+        self.target = Vector(self.target64)
         self.distance = math.dist(target, root)
         self.offsets = [Vector(o) for o in offsets]
         self.lengths = [math.sqrt(o[0] * o[0] + o[1] * o[1] + o[2] * o[2]) for o in offsets]
@@ -223,6 +228,11 @@ class Chain:
         self.keep_directions = [Vector(d) for d in keep_directions]
         self.ref_local = [Matrix(f).to_quaternion() for f in ref_local]
         self.base = Matrix(base).to_quaternion()
+        # float64 copies for the natural bend (_f64.natural_bend).
+        self.base64 = base
+        self.ref_local64 = ref_local
+        self.offsets64 = [(o[0], o[1], o[2]) for o in offsets]
+        self.keep64 = frames[0]
         self.limits = limits
         self.roll_mode = roll_mode
         self.loop_tolerance = 0.0  # set by solve_chains
@@ -342,45 +352,35 @@ def off_line(positions: Positions, origin: Vector, axis: Vector) -> float:
     return max((perpendicular(p - origin, axis).length for p in positions[1:-1]), default=0.0)
 
 
-def _frame_bend(frame: Quaternion, axis: Vector) -> Vector:
-    """A bend direction perpendicular to ``axis`` from a frame's Z axis, blended with X (``frames``)."""
-    z = perpendicular(frame @ _AXES[2], axis)
-    x = perpendicular(frame @ _X, axis)
-    return normalize(z + x * _BLEND_X, any_perpendicular(axis))
-
-
-def natural_bend(c: Chain) -> Vector:
-    """Seed 002's natural bend toward the chain's target (``frames.natural_bend``)."""
-    rest, rest_frames = rest_pose(c)
-    rest_chord = normalize(rest[-1] - c.root, rest_frames[0] @ _Y)
-    rest_bend = chain_bend(rest, c.root, rest_chord)
-    if rest_bend.length <= STRAIGHT * c.total:
-        rest_bend = _frame_bend(rest_frames[0], rest_chord)
-    else:
-        rest_bend = rest_bend.normalized()
-    chord = normalize(c.target - c.root, rest_chord)
-    normal = cross(rest_chord, rest_bend)
-    turned = minimal_rotation(rest_chord, chord, normal) @ rest_bend
-    return normalize(perpendicular(turned, chord), any_perpendicular(chord))
+def natural_bend(c: Chain) -> _f64.Vec3:
+    """Seed 002's natural bend toward the chain's target (``frames.natural_bend``), in float64: the rest
+    bend of a nearly straight rest pose is a small vector whose direction float32 would spoil."""
+    return _f64.natural_bend(c.base64, c.ref_local64, c.offsets64, c.total, c.target64, STRAIGHT)
 
 
 def bend_hint(c: Chain, pole: list[float] | None) -> Vector | None:
     """The side the chain should bend toward: its pole, else the natural bend in ``'NATURAL'`` mode, else
     None (``frames.bend_hints``)."""
-    chord = c.chord()
+    chord = _f64.normalize(c.target64, _vec64(c.keep_directions[0]))
     if pole is not None:
-        side = perpendicular(Vector(pole) - c.root, chord)
+        side = _f64.perpendicular((pole[0], pole[1], pole[2]), chord)
         # A pole on the chord line names no side; the chain falls through to the next rule.
-        if side.length > STRAIGHT * c.total:
-            return side.normalized()
+        if _f64.norm(side) > STRAIGHT * c.total:
+            return Vector(_f64.normalize(side, side))
     if c.roll_mode == "NATURAL":
-        return natural_bend(c)
+        return Vector(natural_bend(c))
     return None
 
 
 def fallback_bend(c: Chain, axis: Vector) -> Vector:
     """Bend direction for a chain without a hint or a bend of its own (``frames.fallback_bends``)."""
-    return normalize(perpendicular(natural_bend(c), axis), _frame_bend(c.keep[0], axis))
+    ax = _f64.normalize(_vec64(axis), (1.0, 0.0, 0.0))
+    bend = _f64.perpendicular(natural_bend(c), ax)
+    return Vector(_f64.normalize(bend, _f64.frame_bend(c.keep64, ax)))
+
+
+def _vec64(v: Vector) -> _f64.Vec3:
+    return (v.x, v.y, v.z)
 
 
 def rotate_bend(positions: Positions, origin: Vector, axis: Vector, desired: Vector) -> Positions:
