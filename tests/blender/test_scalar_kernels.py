@@ -320,7 +320,7 @@ def test_scalar_agrees_with_batch(
     batch, scalar = batch_solver(problem), scalar_solver(problem)
     check_scalar_result(problem, scalar)
     scale = np.linalg.norm(problem.offsets, axis=-1).sum(axis=1)
-    counts = TOTALS.setdefault(name, [0, 0, 0])
+    counts = TOTALS.setdefault(name, [0, 0, 0, 0])
     counts[0] += problem.n_chains
     counts[1] += int(batch.reached.sum())
     counts[2] += int(scalar.reached.sum())
@@ -329,7 +329,13 @@ def test_scalar_agrees_with_batch(
     both = batch.reached & scalar.reached
     tip = np.linalg.norm(batch.positions[:, -1] - scalar.positions[:, -1], axis=1)
     bound = np.maximum(problem.tolerance, FLOAT32 * scale)
-    assert (tip[both] <= bound[both]).all(), f"{name}: reached tips {tip[both].max():.3g} apart"
+    # Two tips within the tolerance of one target can be up to twice it apart: a chain the batched loop
+    # stopped at 0.9 tol on one side may find the scalar one, an iteration later, on the other. So at
+    # most one chain per example lies between the bound and twice it.
+    apart = both & (tip > bound)
+    assert (tip[both] <= 2.0 * bound[both]).all(), f"{name}: reached tips {tip[both].max():.3g} apart"
+    assert apart.sum() <= 1, f"{name}: {apart.sum()} reached tips more than max(tol, 1e-5 scale) apart"
+    counts[3] += int(apart.sum())
     gone = (batch.status == UNREACHABLE) & (scalar.status == UNREACHABLE)
     off = np.abs(batch.residual - scalar.residual) / np.maximum(batch.residual, FLOAT32 * scale)
     assert (off[gone] <= 1e-4).all(), f"{name}: unreachable residuals differ by {off[gone].max():.3g} (relative)"
@@ -488,8 +494,8 @@ def test_solvers_package_does_not_import_scalar() -> None:
 
 def test_reach_totals_printed() -> None:
     # A record of how often each path reached its targets over the agreement examples (printed with -s).
-    for name, (chains, batch_hits, scalar_hits) in sorted(TOTALS.items()):
-        print(f"{name}: {chains} chains, batch reached {batch_hits}, scalar reached {scalar_hits}")
+    for name, (chains, batch_hits, scalar_hits, apart) in sorted(TOTALS.items()):
+        print(f"{name}: {chains} chains, batch reached {batch_hits}, scalar {scalar_hits}; tips apart > bound: {apart}")
 
 
 def test_independent_cone_distance_is_the_geodesic_distance() -> None:
