@@ -22,12 +22,13 @@ Above :data:`SCALAR_MAX_CHAINS` chains per call the batched solvers are faster (
 
 from __future__ import annotations
 
+import math
 from typing import Final
 
 import numpy as np
 
 from ..rotations import matvec, norms, quaternion_to_matrix
-from ..types import CONVERGED, STALLED, UNREACHABLE, ZERO_LENGTH, ChainProblem, SolveResult
+from ..types import CONVERGED, F64, STALLED, UNREACHABLE, ZERO_LENGTH, ChainProblem, SolveResult
 from . import _cone
 from ._chain import (
     BoneLimit,
@@ -51,16 +52,52 @@ def _limited(problem: ChainProblem) -> bool:
     return lim is not None and bool(np.any(lim.use_cone) or np.any(lim.use_twist))
 
 
+# Up to this many bones in all, the per-bone input and output arithmetic runs on Python floats (about a us
+# per bone); above, in numpy (a few numpy calls, tens of us whatever the size).
+_FEW_BONES: Final = 24
+
+
+def _direction(frame: list[list[float]], offset: list[float]) -> list[float]:
+    """``frame @ offset / |offset|`` on Python floats."""
+    ox, oy, oz = offset
+    inv = 1.0 / math.sqrt(ox * ox + oy * oy + oz * oz)
+    return [(r[0] * ox + r[1] * oy + r[2] * oz) * inv for r in frame]
+
+
+class _Rows:
+    """The problem's ``ref_local``, ``base`` and root frames as nested lists, read on first use (most solves
+    in 'KEEP' mode without limits never need them)."""
+
+    def __init__(self, problem: ChainProblem) -> None:
+        self._problem = problem
+        self._rest: tuple[list[list[list[list[float]]]], list[list[list[float]]]] | None = None
+        self._keep: list[list[list[float]]] | None = None
+
+    def rest(self, k: int) -> tuple[list[list[list[float]]], list[list[float]]]:
+        if self._rest is None:
+            self._rest = (self._problem.ref_local.tolist(), self._problem.base.tolist())
+        return self._rest[0][k], self._rest[1][k]
+
+    def keep(self, k: int) -> list[list[float]]:
+        if self._keep is None:
+            self._keep = self._problem.frames[:, 0].tolist()
+        return self._keep[k]
+
+
 def _chains(problem: ChainProblem, limited: bool) -> list[Chain]:
     """One :class:`~solvers.scalar._chain.Chain` per row of ``problem`` (its arrays read once, as lists)."""
     roots = problem.positions[:, 0].tolist()
     frames = problem.frames.tolist()
     offsets = problem.offsets.tolist()
     # The problem's segment directions in float64 (float32 rounding of them is amplified in the minimal
-    # rotation of a segment that turns nearly half a turn).
-    keep_directions = matvec(problem.frames, problem.offsets / norms(problem.offsets)[..., None]).tolist()
-    ref_local = problem.ref_local.tolist()
-    base = problem.base.tolist()
+    # rotation of a segment that turns nearly half a turn): by numpy for many bones, else on Python floats.
+    if problem.n_chains * problem.n_bones > _FEW_BONES:
+        keep_directions = matvec(problem.frames, problem.offsets / norms(problem.offsets)[..., None]).tolist()
+    else:
+        keep_directions = [
+            [_direction(f, o) for f, o in zip(chain_frames, chain_offsets, strict=True)]
+            for chain_frames, chain_offsets in zip(frames, offsets, strict=True)
+        ]
     targets = problem.targets.tolist()
     poles: list[list[float] | None] = [None] * problem.n_chains
     if problem.poles is not None:
@@ -79,58 +116,99 @@ def _chains(problem: ChainProblem, limited: bool) -> list[Chain]:
                 bones.append(None if table is None and twist is None else (table, twist))
             if any(b is not None for b in bones):
                 limits[k] = bones
+    rows = _Rows(problem)
+    mode = problem.roll_mode
+    need_ref = limited or mode != "KEEP"
     return [
         Chain(
+            rows,
+            k,
             roots[k],
             targets[k],
             frames[k],
             keep_directions[k],
             offsets[k],
-            ref_local[k],
-            base[k],
             poles[k],
             limits[k],
-            problem.roll_mode,
+            mode,
+            need_ref,
         )
         for k in range(problem.n_chains)
     ]
 
 
+def _frames_positions(problem: ChainProblem, quaternions: list[tuple[float, ...]]) -> tuple[F64, F64]:
+    """Frames ``(K, N, 3, 3)`` of unit quaternions (rows of ``(w, x, y, z)``, chain after chain) in float64,
+    exact rotations, and positions from the roots by ``head + frame @ offset`` joint after joint."""
+    k, n = problem.n_chains, problem.n_bones
+    if k * n > _FEW_BONES:
+        frames = quaternion_to_matrix(np.array(quaternions, dtype=np.float64).reshape(k, n, 4))
+        steps = np.empty((k, n + 1, 3))
+        steps[:, 0] = problem.positions[:, 0]
+        steps[:, 1:] = matvec(frames, problem.offsets)
+        return frames, np.add.accumulate(steps, axis=1)
+    offsets = problem.offsets.tolist()
+    roots = problem.positions[:, 0].tolist()
+    frame_rows = []
+    joints = []
+    it = iter(quaternions)
+    for c in range(k):
+        hx, hy, hz = roots[c]
+        joints.append((hx, hy, hz))
+        for ox, oy, oz in offsets[c]:
+            w, x, y, z = next(it)
+            s = 2.0 / (w * w + x * x + y * y + z * z)
+            wx, wy, wz = s * w * x, s * w * y, s * w * z
+            xx, xy, xz = s * x * x, s * x * y, s * x * z
+            yy, yz, zz = s * y * y, s * y * z, s * z * z
+            r0 = (1.0 - (yy + zz), xy - wz, xz + wy)
+            r1 = (xy + wz, 1.0 - (xx + zz), yz - wx)
+            r2 = (xz - wy, yz + wx, 1.0 - (xx + yy))
+            frame_rows.append((r0, r1, r2))
+            hx += r0[0] * ox + r0[1] * oy + r0[2] * oz
+            hy += r1[0] * ox + r1[1] * oy + r1[2] * oz
+            hz += r2[0] * ox + r2[1] * oy + r2[2] * oz
+            joints.append((hx, hy, hz))
+    return np.array(frame_rows).reshape(k, n, 3, 3), np.array(joints).reshape(k, n + 1, 3)
+
+
 def _result(problem: ChainProblem, outcomes: list[Outcome], analytic: bool) -> SolveResult:
     """The :class:`SolveResult` of the solved chains: frames from their quaternions in float64 (exact
     rotations), positions from the frames and offsets joint after joint, residuals and statuses."""
-    k, n = problem.n_chains, problem.n_bones
-    flat: list[float] = []
+    n = problem.n_bones
+    quaternions: list[tuple[float, ...]] = []
     identity = (1.0, 0.0, 0.0, 0.0)
     kept = []
     for row, (frames, _, _) in enumerate(outcomes):
         if frames is None:
             kept.append(row)
-            flat.extend(identity * n)
+            quaternions.extend([identity] * n)
         else:
-            for q in frames:
-                flat.extend(q[:])
-    out_frames = quaternion_to_matrix(np.array(flat, dtype=np.float64).reshape(k, n, 4))
-    steps = np.empty((k, n + 1, 3))
-    steps[:, 0] = problem.positions[:, 0]
-    steps[:, 1:] = matvec(out_frames, problem.offsets)
-    positions = np.add.accumulate(steps, axis=1)
+            quaternions.extend([q[:] for q in frames])
+    out_frames, positions = _frames_positions(problem, quaternions)
     if kept:
         positions[kept] = problem.positions[kept]
         out_frames[kept] = problem.frames[kept]
-    residual = norms(positions[:, -1] - problem.targets)
-    reached = residual <= problem.tolerance
-    if kept:
-        reached[kept] = False  # a target on the root has no direction to reach toward
-    iterations = np.array([o[1] for o in outcomes], dtype=np.int64)
-    if analytic:
-        status = np.where(reached, CONVERGED, UNREACHABLE).astype(np.int8)
-    else:
-        status = np.array([o[2] for o in outcomes], dtype=np.int8)
-        status[reached] = CONVERGED
-        # A chain the loop called converged can miss by rounding after the final sweep; it is stalled there.
-        status[~reached & (status == CONVERGED)] = STALLED
-    return SolveResult(positions, out_frames, iterations, residual, reached, status)
+    tips = positions[:, -1].tolist()
+    residual = [math.dist(tip, target) for tip, target in zip(tips, problem.targets.tolist(), strict=True)]
+    reached = [r <= problem.tolerance for r in residual]
+    for row in kept:
+        reached[row] = False  # a target on the root has no direction to reach toward
+    status = []
+    for hit, (_, _, code) in zip(reached, outcomes, strict=True):
+        if analytic:
+            status.append(CONVERGED if hit else UNREACHABLE)
+        else:
+            # A chain the loop called converged can miss by rounding after the final sweep: stalled there.
+            status.append(CONVERGED if hit else (STALLED if code == CONVERGED else code))
+    return SolveResult(
+        positions,
+        out_frames,
+        np.array([o[1] for o in outcomes], dtype=np.int64),
+        np.array(residual, dtype=np.float64),
+        np.array(reached, dtype=np.bool_),
+        np.array(status, dtype=np.int8),
+    )
 
 
 def _empty(problem: ChainProblem) -> SolveResult:

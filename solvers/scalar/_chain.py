@@ -22,9 +22,9 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Protocol
 
-from mathutils import Quaternion, Vector
+from mathutils import Matrix, Quaternion, Vector
 
 from ..frames import PREBEND, STRAIGHT
 from ..loop import (
@@ -58,6 +58,7 @@ _X: Final = Vector((1.0, 0.0, 0.0))
 _Y: Final = Vector((0.0, 1.0, 0.0))
 _AXES: Final = (Vector((1.0, 0.0, 0.0)), Vector((0.0, 1.0, 0.0)), Vector((0.0, 0.0, 1.0)))
 _ZERO: Final = Vector((0.0, 0.0, 0.0))
+_IDENTITY: Final = Quaternion((1.0, 0.0, 0.0, 0.0))
 
 BoneLimit = tuple[_cone.ConeTable | None, tuple[float, float] | None]
 """A bone's limits: its cone (as the search's table) or None, its twist range or None."""
@@ -168,17 +169,26 @@ def product(a: Quaternion, b: Quaternion) -> Quaternion:
 # --------------------------------------------------------------------------------------------------------
 
 
+class RestRows(Protocol):
+    """The problem's float64 rows a chain reads only when it needs them (read lazily, once per problem)."""
+
+    def rest(self, k: int) -> tuple[list[_f64.Mat3], _f64.Mat3]:
+        """Chain ``k``'s ``ref_local`` and ``base`` as nested lists (rows)."""
+
+    def keep(self, k: int) -> _f64.Mat3:
+        """Chain ``k``'s root bone frame from the problem, as nested lists (rows)."""
+
+
 class Chain:
     """The constant input of one chain (``frames.ChainSource`` and ``ChainBatch`` for one row)."""
 
     __slots__ = (
         "base",
-        "base64",
         "directions",
         "distance",
         "hint",
+        "k",
         "keep",
-        "keep64",
         "keep_directions",
         "lengths",
         "limits",
@@ -188,9 +198,9 @@ class Chain:
         "offsets",
         "offsets64",
         "ref_local",
-        "ref_local64",
         "roll_mode",
         "root",
+        "rows",
         "target",
         "target64",
         "total",
@@ -198,20 +208,21 @@ class Chain:
 
     def __init__(
         self,
+        rows: RestRows,
+        k: int,
         root: list[float],
         target: list[float],
         frames: list[list[list[float]]],
         keep_directions: list[list[float]],
         offsets: list[list[float]],
-        ref_local: list[list[list[float]]],
-        base: list[list[float]],
         pole: list[float] | None,
         limits: list[BoneLimit | None] | None,
         roll_mode: str,
+        need_ref: bool,
     ) -> None:
-        from mathutils import Matrix
-
         self.n = len(offsets)
+        self.rows = rows
+        self.k = k
         # The chain is solved with its root at the origin: float32 then rounds coordinates relative to the
         # chain's size, not to its distance from the scene's origin (the result adds the root back in
         # float64). Distances on Python floats: the law of cosines and the reach checks need them exact.
@@ -220,19 +231,21 @@ class Chain:
         self.target = Vector(self.target64)
         self.distance = math.dist(target, root)
         self.offsets = [Vector(o) for o in offsets]
+        self.offsets64 = offsets
         self.lengths = [math.sqrt(o[0] * o[0] + o[1] * o[1] + o[2] * o[2]) for o in offsets]
         self.total = math.fsum(self.lengths)
         self.max_length = max(self.lengths)
         self.directions = [Vector((o[0] / n, o[1] / n, o[2] / n)) for o, n in zip(offsets, self.lengths, strict=True)]
         self.keep = [Matrix(f).to_quaternion() for f in frames]
         self.keep_directions = [Vector(d) for d in keep_directions]
-        self.ref_local = [Matrix(f).to_quaternion() for f in ref_local]
-        self.base = Matrix(base).to_quaternion()
-        # float64 copies for the natural bend (_f64.natural_bend).
-        self.base64 = base
-        self.ref_local64 = ref_local
-        self.offsets64 = [(o[0], o[1], o[2]) for o in offsets]
-        self.keep64 = frames[0]
+        # The reference frames are needed by the roll modes other than 'KEEP' and by limits only (the
+        # rest pose of the natural bend is read in float64 from ``rows``).
+        self.ref_local: Frames = []
+        self.base = _IDENTITY
+        if need_ref:
+            ref_local, base = rows.rest(k)
+            self.ref_local = [Matrix(f).to_quaternion() for f in ref_local]
+            self.base = Matrix(base).to_quaternion()
         self.limits = limits
         self.roll_mode = roll_mode
         self.loop_tolerance = 0.0  # set by solve_chains
@@ -355,7 +368,8 @@ def off_line(positions: Positions, origin: Vector, axis: Vector) -> float:
 def natural_bend(c: Chain) -> _f64.Vec3:
     """Seed 002's natural bend toward the chain's target (``frames.natural_bend``), in float64: the rest
     bend of a nearly straight rest pose is a small vector whose direction float32 would spoil."""
-    return _f64.natural_bend(c.base64, c.ref_local64, c.offsets64, c.total, c.target64, STRAIGHT)
+    ref_local, base = c.rows.rest(c.k)
+    return _f64.natural_bend(base, ref_local, c.offsets64, c.total, c.target64, STRAIGHT)
 
 
 def bend_hint(c: Chain, pole: list[float] | None) -> Vector | None:
@@ -376,7 +390,7 @@ def fallback_bend(c: Chain, axis: Vector) -> Vector:
     """Bend direction for a chain without a hint or a bend of its own (``frames.fallback_bends``)."""
     ax = _f64.normalize(_vec64(axis), (1.0, 0.0, 0.0))
     bend = _f64.perpendicular(natural_bend(c), ax)
-    return Vector(_f64.normalize(bend, _f64.frame_bend(c.keep64, ax)))
+    return Vector(_f64.normalize(bend, _f64.frame_bend(c.rows.keep(c.k), ax)))
 
 
 def _vec64(v: Vector) -> _f64.Vec3:

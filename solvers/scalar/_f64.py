@@ -103,7 +103,7 @@ def frame_bend(frame: Mat3, axis: Vec3) -> Vec3:
 
 
 def natural_bend(
-    base: Mat3, ref_local: list[Mat3], offsets: list[Vec3], total: float, target: Vec3, straight: float
+    base: Mat3, ref_local: list[Mat3], offsets: list[list[float]], total: float, target: Vec3, straight: float
 ) -> Vec3:
     """``frames.natural_bend`` for one chain with its root at the origin: the rest bend plane carried by
     the base, turned by the minimal rotation from the rest chord onto the chord to ``target``."""
@@ -115,7 +115,7 @@ def natural_bend(
         parent = matmul(parent, local)
         if first is None:
             first = parent
-        head = add(head, matvec(parent, offset))
+        head = add(head, matvec(parent, (offset[0], offset[1], offset[2])))
         joints.append(head)
     assert first is not None
     rest_chord = normalize(joints[-1], column(first, 1))
