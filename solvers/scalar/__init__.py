@@ -14,7 +14,8 @@ This package imports ``mathutils``, which the ``bpy`` wheel provides only after 
 always has it). ``solvers`` itself never imports it: import ``solvers.scalar`` explicitly, where
 ``mathutils`` can be imported.
 
-Above :data:`SCALAR_MAX_CHAINS` chains per call the batched solvers are faster (``bench/scalar.py``).
+Above :data:`SCALAR_MAX_CHAINS` chains per call (:data:`SCALAR_MAX_TWO_BONE_CHAINS` for two-bone) the
+batched solvers are faster (``bench/scalar.py``).
 
 >>> from solvers.scalar import SCALAR_MAX_CHAINS, solve_fabrik_scalar  # doctest: +SKIP
 >>> solver = solve_fabrik_scalar if problem.n_chains <= SCALAR_MAX_CHAINS else solve_fabrik  # doctest: +SKIP
@@ -42,9 +43,17 @@ from ._chain import (
     two_bone,
 )
 
-SCALAR_MAX_CHAINS: Final = 30
-"""Up to this many chains per call the scalar solvers are faster than the batched ones (measured by
-``bench/scalar.py`` on chains of up to 10 bones; see the README)."""
+SCALAR_MAX_CHAINS: Final = 24
+"""Up to this many chains per call, the scalar FABRIK and CCD are faster than the batched ones.
+
+Measured by ``bench/scalar.py`` (2 shared cores, the default tolerance and cap, random reachable targets):
+without limits the batched solvers catch up at about 21-28 chains of 10 bones (FABRIK), 37 of 4 (FABRIK)
+and 32-49 of 8 (CCD); with joint limits the scalar ones were faster at every size measured (up to 100).
+"""
+
+SCALAR_MAX_TWO_BONE_CHAINS: Final = 6
+"""The same for two-bone, whose batched solver is a handful of numpy calls per batch: the crossover is at
+about 7-8 chains without limits and about 20 with them."""
 
 
 def _limited(problem: ChainProblem) -> bool:
@@ -315,4 +324,10 @@ def _solve(problem: ChainProblem, step: Step, limited: bool, polished: bool) -> 
     return _result(problem, outcomes, analytic=False)
 
 
-__all__ = ["SCALAR_MAX_CHAINS", "solve_ccd_scalar", "solve_fabrik_scalar", "solve_two_bone_scalar"]
+__all__ = [
+    "SCALAR_MAX_CHAINS",
+    "SCALAR_MAX_TWO_BONE_CHAINS",
+    "solve_ccd_scalar",
+    "solve_fabrik_scalar",
+    "solve_two_bone_scalar",
+]
