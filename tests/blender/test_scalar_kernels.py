@@ -511,3 +511,46 @@ def test_independent_cone_distance_is_the_geodesic_distance() -> None:
     # A direction just outside a clamped one measures as just outside.
     on = clamp_cone(d, cone)
     assert cone_distance(on, cone).max() < 1e-9
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+@pytest.mark.parametrize("mode", MODES)
+def test_straight_chain_toward_a_nearer_target_bends(name: str, mode: str) -> None:
+    # A straight chain on the line to a nearer target (the pre-bend and the fallback bends), as in
+    # tests/unit/test_chain_solvers.py.
+    k, n = 3, 2 if name == "two_bone" else 4
+    offsets = np.zeros((k, n, 3))
+    offsets[..., 1] = 1.0
+    eye = np.broadcast_to(np.eye(3), (k, n, 3, 3)).copy()
+    positions = np.zeros((k, n + 1, 3))
+    positions[..., 1] = np.arange(n + 1)
+    targets = np.array([[0.0, n * 0.5, 0.0], [0.0, n * 0.99, 0.0], [0.0, -n * 0.5, 0.0]])
+    base = np.broadcast_to(np.eye(3), (k, 3, 3)).copy()
+    problem = ChainProblem(
+        positions, eye, offsets, eye, base, targets, tolerance=1e-5, max_iterations=500, roll_mode=mode
+    )
+    result = PAIRS[name][1](problem)
+    check_scalar_result(problem, result)
+    assert result.reached.all(), f"straight chains must reach nearer targets; residual {result.residual}"
+    batch = PAIRS[name][0](problem)
+    assert np.abs(result.positions - batch.positions).max() < 1e-3, "the same bend as the batched solver"
+
+
+@pytest.mark.parametrize("name", ["fabrik", "ccd"])
+def test_target_on_a_joint(name: str) -> None:
+    # The target on the last bone's head: FABRIK's backward pass lands that joint on its successor (the
+    # careful fallback); CCD's lever of that joint is zero.
+    heads = np.array([[[0.0, 0, 0], [1, 0, 0], [1, 1, 0], [2, 1, 0]]])
+    frames = np.zeros((1, 3, 3, 3))
+    z = np.array([0.0, 0.0, 1.0])
+    for i in range(3):
+        y = heads[0, i + 1] - heads[0, i]
+        frames[0, i] = np.stack([np.cross(y, z), y, z], axis=1)
+    parents = np.concatenate([np.eye(3)[None, None], frames[:, :-1]], axis=1)
+    ref_local = np.einsum("knji,knjl->knil", parents, frames)
+    problem = ChainProblem(
+        heads, frames, np.array([[[0.0, 1, 0]] * 3]), ref_local, np.eye(3)[None], heads[:, 2].copy(), tolerance=1e-5
+    )
+    result = PAIRS[name][1](problem)
+    check_scalar_result(problem, result)
+    assert result.reached.all(), f"{name}: residual {result.residual}"
