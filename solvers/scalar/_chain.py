@@ -281,8 +281,11 @@ def limit_frame(ref: Quaternion, frame: Quaternion, limit: BoneLimit) -> Quatern
     rel = product(ref.conjugated(), frame)
     changed = False
     if table is not None:
-        y = rel @ _Y
-        dx, dy, dz = _unit64(y)
+        # The Y axis of rel, read off the quaternion on Python floats.
+        w, x, y, z = rel[:]
+        dx, dy, dz = 2.0 * (x * y - w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z + w * x)
+        n = math.sqrt(dx * dx + dy * dy + dz * dz)
+        dx, dy, dz = dx / n, dy / n, dz / n
         if not _cone.inside(dx, dy, dz, table.cone, INSIDE):
             nx, ny, nz = _cone.nearest(dx, dy, dz, table)
             rel = product(_quaternion_between(dx, dy, dz, nx, ny, nz), rel)

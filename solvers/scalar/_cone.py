@@ -114,10 +114,12 @@ class ConeTable:
     next), and these samples are most of the search's trigonometry: with them a search costs dot products.
     """
 
-    __slots__ = ("a4", "axes", "b4", "cone", "points", "reach", "zoom")
+    __slots__ = ("a4", "axes", "b4", "circle", "cone", "points", "reach", "zoom")
 
     def __init__(self, cone: Cone) -> None:
         self.cone = cone
+        # A circular cone (every side the same, > 0) has its nearest point in closed form.
+        self.circle = cone[0] if cone[0] > 0.0 and cone[0] == cone[1] == cone[2] == cone[3] else None
         self.a4 = [cone[s] for s in _A_SIDE]
         self.b4 = [cone[s] for s in _B_SIDE]
         a4, b4 = self.a4, self.b4
@@ -206,6 +208,13 @@ def nearest(dx: float, dy: float, dz: float, table: ConeTable) -> Vec3:
     nearest of those and of the four extreme directions (where every corner lies) wins, ranked by the
     squared chord.
     """
+    circle = table.circle
+    if circle is not None:
+        rho = math.sqrt(dx * dx + dz * dz)
+        if rho > 1e-12:
+            # The nearest point of a circular cone lies on the great circle through +Y and d.
+            s = math.sin(circle) / rho
+            return (s * dx, math.cos(circle), s * dz)
     f = [[dx * x + dy * y + dz * z for x, y, z in row] for row in table.points]
     top = max(max(row) for row in f)
     # limits.py keeps the samples whose distance acos(f) is within best + 1e-7 + reach; acos is

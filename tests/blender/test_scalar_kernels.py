@@ -300,7 +300,7 @@ TOTALS: dict[str, list[int]] = {}
 
 
 @pytest.mark.parametrize("name", sorted(PAIRS))
-@settings(derandomize=True, max_examples=50, deadline=None)
+@settings(derandomize=True, max_examples=45, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
     n=st.integers(1, 12),
@@ -478,6 +478,7 @@ def test_cone_clamp_matches_limits() -> None:
     m = 3000
     cone = rng.uniform(0.0, 2.6, (m, 4))
     cone[rng.random((m, 4)) < 0.12] = 0.0
+    cone[: m // 10] = cone[: m // 10, :1]  # circular cones (the closed-form path)
     d = rng.normal(size=(m, 3))
     d /= np.linalg.norm(d, axis=1, keepdims=True)
     expected = clamp_cone(d, cone)
