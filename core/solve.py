@@ -45,6 +45,27 @@ SOLVERS: dict[str, Callable[[ChainProblem], SolveResult]] = {
     "TWO_BONE": two_bone.solve_two_bone,
 }
 
+# The scalar kernels (mathutils) for a few chains of one frame, the live case; the numpy batches above their
+# measured thresholds and always for several frames (a bake). Without mathutils (the unit tier, plain
+# Python) only the batches exist.
+SCALAR: dict[str, tuple[Callable[[ChainProblem], SolveResult], int]] = {}
+try:
+    from ..solvers import scalar as _scalar
+except ImportError:  # pragma: no cover - depends on whether mathutils is importable
+    pass
+else:
+    SCALAR.update(
+        FABRIK=(_scalar.solve_fabrik_scalar, _scalar.SCALAR_MAX_CHAINS),
+        CCD=(_scalar.solve_ccd_scalar, _scalar.SCALAR_MAX_CHAINS),
+        TWO_BONE=(_scalar.solve_two_bone_scalar, _scalar.SCALAR_MAX_TWO_BONE_CHAINS),
+    )
+
+
+def _solver(name: str, rows: int) -> Callable[[ChainProblem], SolveResult]:
+    """The solver for `rows` chain rows of one kind: scalar for a few rows of one frame, else the batch."""
+    scalar = SCALAR.get(name)
+    return scalar[0] if scalar is not None and rows <= scalar[1] else SOLVERS[name]
+
 
 def local_rotations(frames: F64, parent_frames: F64, rest_rel: F64) -> F64:
     """Basis rotations that give armature-space `frames` under `parent_frames` (all (...,3,3)).
@@ -571,7 +592,7 @@ def _solve_batch(
             # output, or products of those: rotations to float64 rounding, so the solver need not re-check.
             exact_rotations=True,
         )
-        result = SOLVERS[solver](problem)
+        result = (_solver(solver, k) if f == 1 else SOLVERS[solver])(problem)
         flat = [b for row in rows for b in row]
         work.set_bones(flat, result.frames.reshape(f, k * n, 3, 3), result.positions[:, :-1].reshape(f, k * n, 3))
         if with_rot:
