@@ -351,7 +351,8 @@ def _chain_arrays(work: _Work, rows: list[list[int]]) -> tuple[F64, ...]:
     f = work.matrices.shape[0]
     k, n = idx.shape
     mats = work.matrices[:, idx]  # (F, K, N, 4, 4): one gather for the heads and the tip's axis
-    positions = np.empty((f, k, n + 1, 3))
+    # Any shape: reshaped to (F * K, N + 1, 3) below (numpy >= 2.5's stubs track the 4-d shape of `empty`).
+    positions: F64 = np.empty((f, k, n + 1, 3))
     positions[:, :, :n] = mats[..., :3, 3]
     # The tip's tail, as `_Work.tails`: head + Y axis * rest length.
     positions[:, :, n] = mats[:, :, -1, :3, 3] + mats[:, :, -1, :3, 1] * work.lengths[idx[:, -1]][None, :, None]
