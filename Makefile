@@ -1,9 +1,16 @@
 # Reach IK: two commands on a fresh machine — `make demo` and `make test`.
-# Both create/refresh a virtualenv with pinned dependencies first. `make test BPY=5.0.1` runs the same
-# tiers on another bpy wheel, in its own virtualenv.
+# Both create/refresh a virtualenv with pinned dependencies first. `make test BPY=5.2.3` (the 5.2 LTS) or
+# `make test BPY=4.2.23` runs the same tiers on another bpy wheel, in its own virtualenv.
 
 BPY ?= 4.5.4
-PYTHON ?= python3.11
+# bpy wheels are built for one Python: 3.11 up to 5.0.x, 3.13 from 5.1 (PyPI has no other). PYTHON=... overrides.
+PY_VERSION := $(if $(filter 5.1,$(firstword $(shell printf '%s\n' 5.1 $(BPY) | sort -V))),3.13,3.11)
+# A `pythonX.Y` on PATH may be a pyenv shim that refuses to run (another version is active), so take the first
+# candidate that actually starts: PATH, then pyenv's installs (newest first). Empty when there is none.
+PYENV_ROOT ?= $(HOME)/.pyenv
+find_python = $(shell for p in python$(1) $$(ls -d $(PYENV_ROOT)/versions/$(1).*/bin/python$(1) 2>/dev/null | sort -rV); \
+	do "$$p" -c '' >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
+PYTHON ?= $(call find_python,$(PY_VERSION))
 ifeq ($(BPY),4.5.4)
 VENV ?= .venv
 else
@@ -21,7 +28,13 @@ export PYTHONDONTWRITEBYTECODE := 1
 venv: $(STAMP)
 
 $(STAMP): requirements/dev.txt Makefile
+	@test -n "$(PYTHON)" || { echo "bpy $(BPY) needs Python $(PY_VERSION): no working python$(PY_VERSION) on PATH" \
+		"or under $(PYENV_ROOT)/versions (install one, e.g. 'pyenv install $(PY_VERSION)', or pass PYTHON=...)" >&2; exit 1; }
 	@echo "== virtualenv $(VENV) (bpy $(BPY), $(PYTHON)) =="
+	@# A venv left from another interpreter (e.g. a 3.11 one from before bpy 5.1 needed 3.13) cannot take the wheel.
+	@want=$$($(PYTHON) -c 'import sys; print(sys.version_info[:2])') && \
+	if test -x $(PY) && test "$$($(PY) -c 'import sys; print(sys.version_info[:2])')" != "$$want"; then \
+		echo "$(VENV) runs another Python than $(PYTHON): recreating it"; rm -rf $(VENV); fi
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install -q --disable-pip-version-check "bpy==$(BPY)" -r requirements/dev.txt

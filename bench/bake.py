@@ -96,8 +96,9 @@ def bake_blender(frames: int) -> tuple[float, float, float]:
     bpy.context.scene.frame_set(1)
     bpy.ops.object.mode_set(mode="POSE")
     bones = {b for spec in rig.chains for b in _chain_bones(rig, spec)}
+    compat = bpy_session.submodule("rig.compat")  # Bone.select up to 4.5, PoseBone.select from 5.0
     for pb in rig.obj.pose.bones:
-        pb.bone.select = pb.name in bones
+        compat.select_bone(pb, pb.name in bones)
     bpy.context.view_layer.update()
     start = time.perf_counter()
     bpy.ops.nla.bake(

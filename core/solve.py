@@ -415,7 +415,8 @@ def _chain_arrays(work: _Work, rows: list[list[int]], ends: list[int] | None = N
     f = work.matrices.shape[0]
     k, n = idx.shape
     mats = work.matrices[:, idx]  # (F, K, N, 4, 4): one gather for the heads and the tip's axis
-    positions = np.empty((f, k, n + 1, 3))
+    # Any shape: reshaped to (F * K, N + 1, 3) below (numpy >= 2.5's stubs track the 4-d shape of `empty`).
+    positions: F64 = np.empty((f, k, n + 1, 3))
     positions[:, :, :n] = mats[..., :3, 3]
     if ends is None:
         # The tip's tail, as `_Work.tails`: head + Y axis * rest length.

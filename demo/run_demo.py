@@ -286,13 +286,14 @@ def gui_screenshot(blend: Path, out_png: Path) -> str:
             "view": {"location": [-0.2, 0.0, 1.0], "distance": 7.5},
         }
         tmp_png = Path(tmp) / "shot.png"
+        options["shot"] = str(tmp_png)
         args = [
             str(shot),
             str(tmp_png),
             "--size",
             "1600x900",
             "--wait",
-            "6",
+            "180",  # a deadline only: gui_setup.py takes the picture itself once it is drawn ("shot")
             "--",
             str(blend),
             "--enable-event-simulate",

@@ -15,7 +15,7 @@ from bpy.props import BoolProperty, EnumProperty, IntProperty
 from bpy.types import Context, Object, Operator, PoseBone
 from mathutils import Matrix, Vector
 
-from ..rig.compat import classes_factory
+from ..rig.compat import classes_factory, is_bone_selected
 from ..rig.props import ReachBoneLimits, ReachChain, ReachRigSettings, bone_limits, rig_settings
 
 # ---------------------------------------------------------------------------------------------------------
@@ -36,13 +36,6 @@ def _poll_armature(cls: type[Operator], context: Context) -> bool:
         cls.poll_message_set("Reach IK: switch to Object or Pose Mode")
         return False
     return True
-
-
-def _is_selected(pb: PoseBone) -> bool:
-    # Blender 5.0 moved pose selection from Bone.select to PoseBone.select (4.x stubs do not know it).
-    if "select" in pb.bl_rna.properties:
-        return bool(getattr(pb, "select"))  # noqa: B009
-    return bool(pb.bone.select)
 
 
 def pose_bones(obj: Object) -> bpy.types.bpy_prop_collection[PoseBone]:
@@ -214,7 +207,7 @@ class REACH_OT_chain_add(Operator):
                 )
                 return {"CANCELLED"}
         else:
-            selected = [i for i, b in enumerate(line) if _is_selected(b)]
+            selected = [i for i, b in enumerate(line) if is_bone_selected(b)]
             far = max(selected, default=0) + 1
             n = far if far > 1 else min(2, len(line))
         chain_bones = line[:n]
@@ -439,7 +432,7 @@ class REACH_OT_chains_from_hierarchy(Operator):
         )
         chains = hierarchy_chains(parents, children, pivots)
         if self.selected_only:
-            chosen = {pb.name for pb in pbs if _is_selected(pb)}
+            chosen = {pb.name for pb in pbs if is_bone_selected(pb)}
             if not chosen:
                 self.report({"ERROR"}, f"Reach IK: no bones of '{obj.name}' are selected (Selected Only is on)")
                 return {"CANCELLED"}
@@ -606,7 +599,7 @@ class REACH_OT_limits_preset(Operator):
             return {"CANCELLED"}
         bones = [pb]
         if self.selected:
-            bones += [b for b in pose_bones(obj) if b != pb and _is_selected(b)]
+            bones += [b for b in pose_bones(obj) if b != pb and is_bone_selected(b)]
         for b in bones:
             limits: ReachBoneLimits = bone_limits(b)
             for key, value in preset_values(self.preset, rest_parent_direction(b)).items():

@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 
 from ..core import convert
 from . import anim, armature, fastread, live
+from .compat import is_bone_selected
 from .props import rig_settings
 from .solve import Inputs, check_inputs, prepare, read_inputs, solve_inputs, stack_inputs
 
@@ -123,8 +124,12 @@ def select_chains(obj: bpy.types.Object, which: str | set[int]) -> set[int]:
             raise BakeError(f"the active chain '{chains[i].name}' is disabled: enable it to bake it")
         picked = {i}
     elif which == "SELECTED":
-        bones = obj.data.bones
-        picked = {i for i, ch in enumerate(chains) if ch.enabled and ch.tip_bone in bones and bones[ch.tip_bone].select}
+        bones = obj.pose.bones
+        picked = {
+            i
+            for i, ch in enumerate(chains)
+            if ch.enabled and ch.tip_bone in bones and is_bone_selected(bones[ch.tip_bone])
+        }
     else:
         raise BakeError(f"unknown chain selection {which!r}: use ALL, ACTIVE or SELECTED")
     if not picked:

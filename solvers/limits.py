@@ -404,7 +404,7 @@ def _nearest_general(d: FloatArray, cone: FloatArray) -> tuple[FloatArray, Float
     # exactly there (a corner, an arc's end, the fold of a zero-width arc), and bisecting toward it would
     # take dozens of halvings. A second such step in a row bisects, so it cannot bounce between the ends.
     a2, b2 = ak * ak, bk * bk
-    consts = (dx * ak, dz * bk, 0.5 * (a2 + b2), b2 - a2, 2.0 * (b2 - a2), 0.5 * dy)
+    consts: tuple[FloatArray, ...] = (dx * ak, dz * bk, 0.5 * (a2 + b2), b2 - a2, 2.0 * (b2 - a2), 0.5 * dy)
     jumped = np.zeros(psi.shape, dtype=np.bool_)
     result = psi.copy()
     active = kk

@@ -13,6 +13,12 @@ the screenshot); ``"mode": "overlay"`` hides the sidebar and frames the rig clos
 ``"armature": NAME`` uses the opened file instead of building a character (the demo's screenshot), with
 ``"bone"`` (the active pose bone), ``"frame"`` and ``"view"`` (``{"location": [x, y, z], "distance": d}``).
 Switching the sidebar tab simulates clicks, so start Blender with ``--enable-event-simulate``.
+
+``"shot": PATH`` (blender-shot's OUT.png) takes the screenshot as soon as the set-up is done and its info
+written, the same way blender-shot does (``xwd -root | convert``), then quits: blender-shot's ``--wait`` is then
+only a deadline. Without it blender-shot shoots after its fixed wait, which a slow or loaded machine can
+outrun (the set-up runs from timers and its redraws use software OpenGL). ``"delay": SECONDS`` starts the UI
+set-up that much later (the e2e test uses it to show that nothing depends on the set-up being quick).
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ from __future__ import annotations
 import builtins
 import json
 import math
+import os
+import shlex
+import subprocess
 import traceback
 
 import bpy
@@ -253,8 +262,28 @@ def write_info() -> None:
         chains=[(c.name, c.is_valid, c.message) for c in obj.reach_ik.chains] if obj else [],
         version=bpy.app.version_string,
     )
-    with open(str(path), "w") as fh:
+    # Written whole, then renamed: whoever waits for the file never reads half of it.
+    part = f"{path}.part"
+    with open(part, "w") as fh:
         json.dump(STATE, fh)
+    os.replace(part, str(path))
+
+
+def take_shot() -> None:
+    """With the "shot" option: the screenshot, now that the set-up is drawn, then quit (see the docstring)."""
+    path = OPTIONS.get("shot")
+    if not path:
+        return
+    redraw()
+    # blender-shot's own capture, so the picture is the same: the whole virtual X screen.
+    proc = subprocess.run(
+        f"xwd -root -silent | convert xwd:- {shlex.quote(str(path))}", shell=True, capture_output=True, text=True
+    )
+    if proc.returncode != 0 or not os.path.isfile(str(path)) or os.path.getsize(str(path)) == 0:
+        # Leave the picture to blender-shot's own timer (its --wait deadline) rather than quit without one.
+        print(f"gui_setup: capture failed ({proc.returncode}): {proc.stderr.strip()}")
+        return
+    bpy.ops.wm.quit_blender()
 
 
 def _later_ui() -> None:
@@ -288,6 +317,10 @@ def _later_info() -> None:
         write_info()
     except Exception:
         traceback.print_exc()
+    try:
+        take_shot()
+    except Exception:
+        traceback.print_exc()
 
 
 def main() -> None:
@@ -307,7 +340,7 @@ def main() -> None:
         rig_it(obj)
     STATE["ok"] = True
     # UI layout needs the window to exist and have drawn once: do it from timers.
-    bpy.app.timers.register(_later_ui, first_interval=0.5)
+    bpy.app.timers.register(_later_ui, first_interval=0.5 + float(OPTIONS.get("delay", 0.0)))  # type: ignore[arg-type]
 
 
 try:

@@ -207,6 +207,38 @@ def test_rebake_is_idempotent() -> None:
         assert np.allclose(now["co"][~outside, 1], old["co"][~outside, 1], atol=1e-3), fc.data_path
 
 
+def _select_only(rig: bpy.types.Object, names: set[str]) -> None:
+    """Pose Mode with exactly `names` selected, set through this Blender's own property (not our helper)."""
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode="POSE")
+    for pb in rig.pose.bones:
+        if "select" in pb.bl_rna.properties:  # PoseBone.select, Blender 5.0+
+            pb.select = pb.name in names
+        else:  # Bone.select, up to 4.5
+            pb.bone.select = pb.name in names
+
+
+@pytest.mark.parametrize("selected,baked", [("b3", {"b2", "b3"}), ("b1", {"b0", "b1"})])
+def test_bake_selected_chains_keys_only_their_bones(selected: str, baked: set[str]) -> None:
+    # Two chains on one rig, b0-b1 below b2-b3; only the chain whose tip bone is selected is baked.
+    rig = rigs.chain_rig(4)
+    low, high = rigs.empty("T.low", (0.6, 0.2, 1.9)), rigs.empty("T.high", (0.9, 0.4, 3.6))
+    for frame, dz in ((1, 0.0), (10, -0.3)):
+        for target in (low, high):
+            target.location.z += dz
+            target.keyframe_insert("location", frame=frame)
+    rigs.add_chain(rig, "b1", 2, low, name="low")
+    rigs.add_chain(rig, "b3", 2, high, name="high")
+    _select_only(rig, {selected})
+    # Blender's own view of the selection agrees with what the test set.
+    assert [pb.name for pb in bpy.context.selected_pose_bones] == [selected]
+    assert _bake(rig, 1, 10, chains="SELECTED") == {"FINISHED"}
+    keyed = {fc.data_path.split('"')[1] for fc in _fcurves(rig) if len(fc.keyframe_points)}
+    assert keyed == baked, f"tip {selected} selected: keys on {sorted(keyed)}, expected {sorted(baked)}"
+    enabled = {ch.tip_bone for ch in rig.reach_ik.chains if ch.enabled}
+    assert enabled == {"b1", "b3"} - {selected}, "only the baked chain is disabled after the bake"
+
+
 def test_bake_with_step_and_reduction() -> None:
     rig, target = _anim_rig(("QUATERNION", "QUATERNION", "QUATERNION"))
     assert _bake(rig, 1, 20, step=3) == {"FINISHED"}
