@@ -59,6 +59,7 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check .
 	@mkdir -p .typecheck && ln -sfn .. .typecheck/reach_ik
 	MYPYPATH=.typecheck $(PY) -m mypy -p reach_ik
+	@mkdir -p $(RESULTS)
 	@echo "lint: 1 passed, 0 failed" > $(RESULTS)/lint.txt
 
 # Tier 2: plain pytest, no bpy anywhere.
