@@ -573,26 +573,45 @@ def _solve_batch(
     if rows[0]:
         n = len(rows[0])
         positions, frames, offsets, ref_local, base = _chain_arrays(work, rows, tips if with_rot else None)
-        problem = ChainProblem(
-            positions=positions,
-            frames=frames,
-            offsets=offsets,
-            ref_local=ref_local,
-            base=base,
-            targets=aims.reshape(f * k, 3),
-            poles=poles.reshape(f * k, 3) if poles is not None else None,
-            limits=_tile_limits(_cached_limits(snap, rows), f),
-            tolerance=float(settings.tolerance) / float(space.scale.min()),
-            max_iterations=int(settings.max_iterations),
-            roll_mode=settings.roll_mode,
-            # A bake: redundant chains stopping each frame as soon as it is within tolerance land on
-            # different solutions (2 iterations here, 3 there) and the keys jitter; every frame running
-            # until the slowest converges keeps the result a continuous function of its target.
-            uniform_iterations=smooth and f > 1,
-            # Every frame here comes from `convert.rotation_parts` (Gram-Schmidt in float64), a solver's
-            # output, or products of those: rotations to float64 rounding, so the solver need not re-check.
-            exact_rotations=True,
-        )
+        limits = _tile_limits(_cached_limits(snap, rows), f)
+        tolerance = float(settings.tolerance) / float(space.scale.min())
+        if f == 1:
+            # One live frame: every array was built here from checked inputs (`check_inputs`, the limit and
+            # scale checks), and the full problem checks would cost as much as the scalar solve itself.
+            problem = ChainProblem.trusted(
+                positions,
+                frames,
+                offsets,
+                ref_local,
+                base,
+                aims.reshape(k, 3),
+                poles.reshape(k, 3) if poles is not None else None,
+                limits,
+                tolerance,
+                int(settings.max_iterations),
+                settings.roll_mode,
+            )
+        else:
+            problem = ChainProblem(
+                positions=positions,
+                frames=frames,
+                offsets=offsets,
+                ref_local=ref_local,
+                base=base,
+                targets=aims.reshape(f * k, 3),
+                poles=poles.reshape(f * k, 3) if poles is not None else None,
+                limits=limits,
+                tolerance=tolerance,
+                max_iterations=int(settings.max_iterations),
+                roll_mode=settings.roll_mode,
+                # A bake: redundant chains stopping each frame as soon as it is within tolerance land on
+                # different solutions (2 iterations here, 3 there) and the keys jitter; every frame running
+                # until the slowest converges keeps the result a continuous function of its target.
+                uniform_iterations=smooth and f > 1,
+                # Every frame here comes from `convert.rotation_parts` (Gram-Schmidt in float64), a solver's
+                # output, or products of those: rotations to float64 rounding, so the solver need not re-check.
+                exact_rotations=True,
+            )
         result = (_solver(solver, k) if f == 1 else SOLVERS[solver])(problem)
         flat = [b for row in rows for b in row]
         work.set_bones(flat, result.frames.reshape(f, k * n, 3, 3), result.positions[:, :-1].reshape(f, k * n, 3))

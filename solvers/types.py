@@ -388,6 +388,49 @@ class ChainProblem:
         _set(self, "tolerance", tol)
         _set(self, "max_iterations", max_it)
 
+    @classmethod
+    def trusted(
+        cls,
+        positions: F64,
+        frames: F64,
+        offsets: F64,
+        ref_local: F64,
+        base: F64,
+        targets: F64,
+        poles: F64 | None,
+        limits: JointLimits | None,
+        tolerance: float,
+        max_iterations: int,
+        roll_mode: str,
+    ) -> ChainProblem:
+        """A problem built without any check, for a caller whose arrays are checked already.
+
+        The rig core builds its problems from inputs it has checked (finite transforms, bones of non-zero
+        length and scale, limits in range, float64 rotations from Gram-Schmidt): for one live update of a
+        few bones, the checks cost as much as the scalar solve itself. Anything else uses the constructor.
+        Joint limits are still checked (their values come from properties a script can set to NaN).
+        """
+        if limits is not None:
+            k, n = int(offsets.shape[0]), int(offsets.shape[1])
+            _check_limits(limits, k, n, f"{k} chains of {n} bones")
+        problem = object.__new__(cls)
+        for name, value in (
+            ("positions", positions),
+            ("frames", frames),
+            ("offsets", offsets),
+            ("ref_local", ref_local),
+            ("base", base),
+            ("targets", targets),
+            ("poles", poles),
+            ("limits", limits),
+            ("tolerance", float(tolerance)),
+            ("max_iterations", int(max_iterations)),
+            ("roll_mode", roll_mode),
+            ("uniform_iterations", False),
+        ):
+            _set(problem, name, value)
+        return problem
+
     @property
     def n_chains(self) -> int:
         """Number of chains K."""

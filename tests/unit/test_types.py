@@ -97,6 +97,26 @@ def test_exact_rotations_skips_only_the_rotation_check() -> None:
         ChainProblem(**{**fields, "targets": p.targets[:2]}, exact_rotations=True)
 
 
+def test_trusted_problem_solves_as_the_checked_one() -> None:
+    """`ChainProblem.trusted` (the rig core's live path) skips the checks but not the meaning."""
+    from solvers import solve_fabrik
+
+    p = problem()
+    fields = {name: getattr(p, name) for name in ("positions", "frames", "offsets", "ref_local", "base", "targets")}
+    trusted = ChainProblem.trusted(
+        **fields, poles=None, limits=None, tolerance=p.tolerance, max_iterations=p.max_iterations, roll_mode=p.roll_mode
+    )
+    a, b = solve_fabrik(p), solve_fabrik(trusted)
+    assert np.array_equal(a.positions, b.positions) and np.array_equal(a.status, b.status)
+    k, n = p.n_chains, p.n_bones
+    # Limits are still checked against the problem (here: for one bone too many).
+    bad = JointLimits(
+        np.zeros((k, n + 1, 4)), np.ones((k, n + 1), bool), np.zeros((k, n + 1, 2)), np.zeros((k, n + 1), bool)
+    )
+    with pytest.raises(ValueError, match="limits"):
+        ChainProblem.trusted(**fields, poles=None, limits=bad, tolerance=1e-3, max_iterations=30, roll_mode="KEEP")
+
+
 def test_settings_and_poles() -> None:
     p = problem()
     with pytest.raises(ValueError, match="roll_mode 'SPIN' is not one of 'KEEP', 'REST', 'NATURAL'"):
