@@ -838,20 +838,22 @@ def _usable_groups(
     sk = snap.sk
     broken_channel: dict[int, str] = {}
     if channels is not None and snap.channel_kind is not None:
-        bones = np.unique(np.fromiter((b for g in groups for b in g.bones), dtype=np.int64))
-        kinds = snap.channel_kind[bones]
+        # Any channel of any bone out of range is rare: one whole-array test each, then name the bones.
         for kind, attr in enumerate(CHANNEL_NAMES):
-            rows = bones[kinds == kind]
-            if rows.size:
-                fine = (np.abs(channels[attr][rows]) < 1e30).all(axis=1)  # False for NaN too
-                broken_channel.update((int(b), attr) for b in rows[~fine].tolist())
+            if (np.abs(channels[attr]) < 1e30).all():  # False for NaN too
+                continue
+            bones = np.unique(np.fromiter((b for g in groups for b in g.bones), dtype=np.int64))
+            rows = bones[snap.channel_kind[bones] == kind]
+            fine = (np.abs(channels[attr][rows]) < 1e30).all(axis=1)
+            broken_channel.update((int(b), attr) for b in rows[~fine].tolist())
+    flat_bones = set(np.flatnonzero(smallest < 1e-6).tolist())  # usually empty: one test for every group
     ok = []
     for g in groups:
         msg = ""
-        flat = np.flatnonzero(smallest[g.bones] < 1e-6)
-        bad = [b for b in g.bones if b in broken_channel]
-        if flat.size:
-            name = sk.names[g.bones[int(flat[0])]]
+        flat = [b for b in g.bones if b in flat_bones] if flat_bones else []
+        bad = [b for b in g.bones if b in broken_channel] if broken_channel else []
+        if flat:
+            name = sk.names[flat[0]]
             msg = f"bone '{name}' is scaled to zero in the pose: reset its scale (Alt S) so the chain has length"
         elif bad:
             name = sk.names[bad[0]]

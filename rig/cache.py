@@ -36,7 +36,7 @@ roots: dict[int, Any] = {}
 # session_uid -> (plan key, plan), live solving only.
 plans: dict[int, Any] = {}
 # session_uid -> set of session_uids of the IDs whose change can change this rig's solve.
-depends: dict[int, frozenset[int]] = {}
+depends: dict[int, tuple[object, frozenset[int]]] = {}  # (chain state it was worked out for, uids)
 # session_uid -> ((armature object session_uid, bone name, object), ...): the targets and poles of this rig
 # that hang from a bone of an armature (through any chain of object parents).
 hangs: dict[int, Any] = {}

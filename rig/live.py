@@ -168,10 +168,14 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
     s = rig_settings(obj)
     sk = armature.skeleton(obj)
     state, objects = chain_state(obj)
-    hangs = _hanging(objects)
-    if cache.hangs.get(obj.session_uid) != hangs:
-        cache.hangs[obj.session_uid] = hangs
-        cache.scene_rigs.clear()  # list the rigs again, in the new dependency order
+    uid = obj.session_uid
+    known = cache.depends.get(uid)
+    if known is None or known[0] != state:
+        # What the chains point at changed (or is not known yet): what this rig follows, and depends on.
+        hangs = _hanging(objects)
+        if cache.hangs.get(uid) != hangs:
+            cache.hangs[uid] = hangs
+            cache.scene_rigs.clear()  # list the rigs again, in the new dependency order
     # The armature's own matrix comes from the same one-call read as the targets and poles.
     world = armature.WorldMatrices()
     if moved:
@@ -191,9 +195,8 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
     # What can change this rig's solve: itself (pose, transform, settings), its armature data, and the
     # objects it reaches for. Blender lists an object as updated when anything it depends on moved (a
     # parent, a constraint target, a driver), so these IDs are enough to skip unrelated updates.
-    cache.depends[obj.session_uid] = frozenset(
-        (obj.session_uid, obj.data.session_uid, *(o.session_uid for o in objects))
-    )
+    if known is None or known[0] != state:
+        cache.depends[uid] = (state, frozenset((uid, obj.data.session_uid, *(o.session_uid for o in objects))))
     # Rows of `mats` of each chain's target and pole (chain_state lists them chain by chain).
     rows: dict[int, list[int]] = {}
     k = 1
@@ -361,7 +364,7 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
             follows = bool(moved) and any(a in moved for a, _b, _o in cache.hangs.get(uid, ()))
             if not follows and updated is not None and uid not in cache.dirty:
                 deps = cache.depends.get(uid)
-                if deps is not None and deps.isdisjoint(updated):
+                if deps is not None and deps[1].isdisjoint(updated):
                     continue  # nothing this rig reads was re-evaluated: the cheap, common case
             cache.dirty.discard(uid)
             if uid in _suspended or obj.mode == "EDIT":
