@@ -289,11 +289,12 @@ def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
         if out.valid:
             counts[i] = counts.get(i, 0) + 1
     # Chains not solved now keep the outcome they had; chains no longer planned (disabled) drop theirs.
-    shown = {i: o for i, o in cache.outcomes.get(uid, {}).items() if _solves(seen, i)}
+    before = cache.outcomes.get(uid, {})
+    shown = {i: o for i, o in before.items() if _solves(seen, i)}
     shown.update(report.outcomes)
     cache.outcomes[uid] = shown
     report.outcomes = shown
-    store_status(obj, report)
+    store_status(obj, report, before)
     # Our write changed only rotation channels, and `reads.channels` now holds exactly the float32 values
     # written (foreach_set stores them as given), so it stands for a re-read: the write is no change.
     seen.after_write(reads.channels)

@@ -204,6 +204,12 @@ def read_limits(obj: bpy.types.Object, sk: Skeleton, plan: Plan) -> BoneLimits:
 
 
 _KIND_OF_MODE = {"QUATERNION": QUATERNION, "AXIS_ANGLE": AXIS_ANGLE}
+# Rotation-mode enum value -> channel kind, as an array to index with every bone's mode at once (shifted:
+# axis-angle's value is -1).
+_MODE_SHIFT = -min(armature.MODE_NAMES)
+_KIND_OF_VALUE = np.full(max(armature.MODE_NAMES) + _MODE_SHIFT + 1, EULER, dtype=np.int64)
+for _value, _mode in armature.MODE_NAMES.items():
+    _KIND_OF_VALUE[_value + _MODE_SHIFT] = _KIND_OF_MODE.get(_mode, EULER)
 
 
 def snapshot(obj: bpy.types.Object, sk: Skeleton, plan: Plan, with_channels: bool = False) -> Snapshot:
@@ -213,8 +219,7 @@ def snapshot(obj: bpy.types.Object, sk: Skeleton, plan: Plan, with_channels: boo
         plan.lengths = armature.bone_lengths(obj, sk) if plan.groups else np.zeros(len(sk.names))
     kinds = None
     if with_channels:
-        names = armature.MODE_NAMES
-        kinds = np.array([_KIND_OF_MODE.get(names[v], EULER) for v in armature.rotation_mode_values(obj).tolist()])
+        kinds = _KIND_OF_VALUE[armature.rotation_mode_values(obj) + _MODE_SHIFT]
     return Snapshot(
         sk=sk,
         plan=plan,
@@ -291,10 +296,16 @@ def solve_rig(
     return report
 
 
-def store_status(obj: bpy.types.Object, report: RigReport) -> None:
-    """Copy the outcome into each chain's read-only status, touching only what changed (no redraw storms)."""
+def store_status(obj: bpy.types.Object, report: RigReport, shown: dict[int, ChainOutcome] | None = None) -> None:
+    """Copy the outcome into each chain's read-only status, touching only what changed (no redraw storms).
+
+    `shown`: the outcomes stored last time (live solving); a chain whose outcome is the same object (not
+    solved again) is not read back at all.
+    """
     for i, ch in enumerate(rig_settings(obj).chains):
         out = report.outcomes.get(i)
+        if shown is not None and out is not None and shown.get(i) is out:
+            continue
         if out is None:
             valid, message, iters, residual = True, "", 0, 0.0
         else:

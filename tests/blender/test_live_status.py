@@ -238,12 +238,20 @@ def test_target_rotation_with_a_disconnected_tip(start: str) -> None:
     assert tip_rot.rotation_difference(t.matrix_world.to_quaternion()).angle < 1e-3
 
 
-def test_infinite_euler_channel_is_refused() -> None:
+@pytest.mark.parametrize(
+    "mode,attr,value",
+    [
+        ("XYZ", "rotation_euler", (float("inf"), 0.0, 0.0)),
+        ("AXIS_ANGLE", "rotation_axis_angle", (float("inf"), 0.0, 1.0, 0.0)),
+        ("QUATERNION", "rotation_quaternion", (1.0, float("inf"), 0.0, 0.0)),
+    ],
+)
+def test_infinite_rotation_channel_is_refused(mode: str, attr: str, value: tuple[float, ...]) -> None:
     rig = _solved_rig()
     for pb in rig.pose.bones:
-        pb.rotation_mode = "XYZ"
+        pb.rotation_mode = mode
     rigs.update()
-    rig.pose.bones["b1"].rotation_euler = (float("inf"), 0.0, 0.0)  # stored as FLT_MAX
+    setattr(rig.pose.bones["b1"], attr, value)  # stored as FLT_MAX
     before = rigs.pose_snapshot(rig)
     rig.reach_ik.chains[0].target.location.x += 0.1
     rigs.update()
