@@ -1,4 +1,4 @@
-"""A hostile user, seeded: hundreds of random edits on a rig of every solver while Live is on.
+"""A hostile user, seeded: a few hundred random edits per seed (4 seeds x 250) on a rig of every solver while Live is on.
 
 After every edit and update: no exception escaped the add-on (the live handler reports none), no NaN in
 any channel, every bone keeps its length in the evaluated pose, and every valid chain's reported residual
@@ -17,7 +17,7 @@ import pytest
 import rigs
 
 SEEDS = (1, 2, 3, 4)
-STEPS = 150
+STEPS = 250
 
 
 def _build() -> bpy.types.Object:
