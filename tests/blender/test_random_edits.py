@@ -1,4 +1,4 @@
-"""A hostile user, seeded: a few hundred random edits per seed (4 seeds x 250) on a rig of every solver while Live is on.
+"""A hostile user, seeded: 250 random edits per seed (4 seeds) on a rig of every solver while Live is on.
 
 After every edit and update: no exception escaped the add-on (the live handler reports none), no NaN in
 any channel, every bone keeps its length in the evaluated pose, and every valid chain's reported residual
