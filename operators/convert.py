@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 import bpy
 import numpy as np
 from bpy.types import Context, Object, Operator, PoseBone
+from mathutils import Vector
 from numpy.typing import NDArray
 
 from ..rig.compat import classes_factory
-from ..rig.props import bone_limits, rig_settings
-from .chains import _parent_line, _poll_armature, _unique_name, pose_bones
+from ..rig.props import ReachChain, bone_limits, rig_settings
+from .chains import _parent_line, _poll_armature, _unique_name, armature_data, pose_bones
 
 F64 = NDArray[np.float64]
 # Reach IK's cone sides go up to 179.9 degrees (the property's range): a free axis is approximated by it.
@@ -76,6 +77,10 @@ def _bend(points: F64, root: F64, axis: F64) -> F64:
     return out
 
 
+def _xyz(v: Vector) -> tuple[float, float, float]:
+    return (float(v.x), float(v.y), float(v.z))
+
+
 def _pole_angle(
     ev: Object, chain: list[PoseBone], goal: F64, pole: F64, blender_angle: float
 ) -> tuple[float, str | None]:
@@ -86,7 +91,7 @@ def _pole_angle(
     """
     names = [pb.name for pb in chain]
     bones = ev.pose.bones
-    points = np.array([list(bones[n].head) for n in names] + [list(bones[names[-1]].tail)], dtype=np.float64)
+    points = np.array([_xyz(bones[n].head) for n in names] + [_xyz(bones[names[-1]].tail)], dtype=np.float64)
     root = points[0]
     total = float(np.linalg.norm(np.diff(points, axis=0), axis=1).sum())
     axis = goal - root
@@ -98,8 +103,8 @@ def _pole_angle(
             return _signed_angle(to_pole, bend, axis), None
     # Straight in Blender's pose: the rest bend, seen from the root bone, against Blender's rule (the root
     # bone's X axis turned by the angle about its Y axis points at the pole).
-    rest = ev.data.bones
-    rp = np.array([list(rest[n].head_local) for n in names] + [list(rest[names[-1]].tail_local)], dtype=np.float64)
+    rest = armature_data(ev).bones
+    rp = np.array([_xyz(rest[n].head_local) for n in names] + [_xyz(rest[names[-1]].tail_local)], dtype=np.float64)
     rot = np.array(rest[names[0]].matrix_local.to_3x3(), dtype=np.float64)
     local = (rp - rp[0]) @ rot  # rest joints in the root bone's rest frame
     chord = local[-1] / max(float(np.linalg.norm(local[-1])), 1e-12)
@@ -182,7 +187,7 @@ def convert_constraints(obj: Object, context: Context | None = None) -> list[Con
             else:
                 todo.append((pb, con, entry))
     used_tips = {ch.tip_bone for ch in settings.chains}
-    made: list[tuple[Conversion, list[str], bpy.types.PropertyGroup]] = []
+    made: list[tuple[Conversion, list[str], ReachChain]] = []
     iterations = 0
     for pb, con, entry in todo:
         tip = pb if con.use_tail else pb.parent
@@ -194,6 +199,7 @@ def convert_constraints(obj: Object, context: Context | None = None) -> list[Con
         count = int(con.chain_count)
         chain = list(reversed(line if count == 0 else line[:count]))
         target, pole = con.target, con.pole_target
+        assert target is not None  # checked when the constraint was picked
         target_bone = con.subtarget if target.type == "ARMATURE" else ""
         pole_bone = con.pole_subtarget if pole is not None and pole.type == "ARMATURE" else ""
         angle = 0.0
@@ -214,7 +220,7 @@ def convert_constraints(obj: Object, context: Context | None = None) -> list[Con
                     "Pole Angle: matched at the current pose; an angle that is not a multiple of 90° turns "
                     "Blender's bend plane slightly with the bend, Reach IK's does not"
                 )
-        ch = settings.chains.add()
+        ch: ReachChain = settings.chains.add()
         ch.name = _unique_name(settings, con.name if con.name not in ("IK", "") else tip.name)
         entry.chain = ch.name
         ch.tip_bone = tip.name
