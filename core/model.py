@@ -51,6 +51,18 @@ class ChainPlan:
     pole: str | None  # the pole object's name, or None
     weight: float
     use_target_rotation: bool
+    # The target's and pole's bone when they are an armature's bone ("" = the object itself).
+    target_bone: str = ""
+    pole_bone: str = ""
+    # A target or pole bone of this rig itself: its index in the skeleton (-1 otherwise). The solve takes
+    # its matrix from the working pose, so a control bone hanging below a chain solved first follows it.
+    target_local: int = -1
+    pole_local: int = -1
+
+    def label(self, role: str) -> str:
+        """The target or pole as messages name it, quoted: 'Empty' or 'Rig' bone 'IK-hand'."""
+        name, bone = (self.target, self.target_bone) if role == "target" else (self.pole or "?", self.pole_bone)
+        return f"'{name}' bone '{bone}'" if bone else f"'{name}'"
 
 
 @dataclass
@@ -155,6 +167,8 @@ class Inputs:
     world: F64  # (F,4,4) the armature's world matrix
     targets: dict[int, F64]  # chain index -> (F,4,4) world matrices
     poles: dict[int, F64]  # chain index -> (F,4,4) world matrices (chains with a pole only)
+    # chain index -> (F,) pole angles (radians) of chains with a pole and a pole angle (absent: 0).
+    pole_angles: dict[int, F64] = field(default_factory=dict)
     # Only for start_from='REST': (F,B,4,4) matrix_basis, (F,B,3) location and scale channels.
     basis: F64 | None = None
     location: F64 | None = None

@@ -87,6 +87,7 @@ def stack_inputs(frames: Sequence[Inputs]) -> Inputs:
         world=np.concatenate([f.world for f in frames]),
         targets={k: np.concatenate([f.targets[k] for f in frames]) for k in frames[0].targets},
         poles={k: np.concatenate([f.poles[k] for f in frames]) for k in frames[0].poles},
+        pole_angles={k: np.concatenate([f.pole_angles[k] for f in frames]) for k in frames[0].pole_angles},
         basis=cat("basis"),
         location=cat("location"),
         scale=cat("scale"),
@@ -155,6 +156,11 @@ def check_inputs(sk: Skeleton, plan: Plan, rig: str, inputs: Inputs) -> str | No
         return f"{_at(f, inputs)}bone '{name}' has a NaN or infinite pose: reset its transform (Alt G/R/S)"
     if not usable(world):
         return f"{_at(int(np.flatnonzero(_broken_rows(world))[0]), inputs)}'{rig}' has a NaN or infinite transform"
+    for i, angles in inputs.pole_angles.items():
+        bad_angle = ~np.isfinite(angles)
+        if bad_angle.any():
+            f = int(np.flatnonzero(bad_angle)[0])
+            return f"{_at(f, inputs)}the Pole Angle of chain '{_chain_name(plan, i)}' is not a number: type an angle"
     stacked = inputs.objects
     if stacked is None and (inputs.targets or inputs.poles):
         stacked = np.concatenate([*inputs.targets.values(), *inputs.poles.values()])
@@ -166,9 +172,12 @@ def check_inputs(sk: Skeleton, plan: Plan, rig: str, inputs: Inputs) -> str | No
             bad = _broken_rows(m)
             if bad.any():
                 f = int(np.flatnonzero(bad)[0])
-                name = (by_index[i].target if role == "target" else by_index[i].pole) or "?"
-                return f"{_at(f, inputs)}the {role} '{name}' has a NaN or infinite transform"
+                return f"{_at(f, inputs)}the {role} {by_index[i].label(role)} has a NaN or infinite transform"
     return None
+
+
+def _chain_name(plan: Plan, index: int) -> str:
+    return next((c.name for g in plan.groups for c in g.chains if c.index == index), f"#{index}")
 
 
 def _at(f: int, inputs: Inputs) -> str:
@@ -541,6 +550,53 @@ def _outcomes(
 _EXHAUST = 1e-12
 
 
+def _turn_poles(
+    work: _Work, chains: list[ChainPlan], turned: list[int], goals: F64, poles: F64, angles: dict[int, F64]
+) -> F64:
+    """Poles (F, K, 3) of the chains `turned` rotated by their pole angle about the root -> target axis.
+
+    Turning the pole about that axis turns the bend plane by the same angle (the solvers bend toward the
+    pole's side of the root -> target line), which is what a chain's Pole Angle means.
+    """
+    out = poles.copy()
+    for k in turned:
+        c = chains[k]
+        theta = angles[c.index]  # (F,)
+        root = work.heads()[:, c.bones[0]]  # (F, 3)
+        axis = goals[:, k] - root
+        norm = np.linalg.norm(axis, axis=1, keepdims=True)
+        axis = np.where(norm > 1e-12, axis / np.maximum(norm, 1e-300), 0.0)
+        v = poles[:, k] - root
+        cos, sin = np.cos(theta)[:, None], np.sin(theta)[:, None]
+        # Rodrigues: v cos + (a x v) sin + a (a . v)(1 - cos); a zero axis (target on the root) leaves v.
+        along = np.einsum("fi,fi->f", axis, v)[:, None] * axis
+        out[:, k] = root + v * cos + np.cross(axis, v) * sin + along * (1.0 - cos)
+    return out
+
+
+def _with_local_targets(work: _Work, inputs: Inputs, groups: Sequence[Group]) -> Inputs:
+    """`inputs` with the target and pole bones of the rig itself (of `groups`) taken from the working pose.
+
+    A control bone that hangs below a chain solved at an earlier level moves with that chain's solution:
+    the working pose after `propagate` holds where Blender will put it once the solved pose is written.
+    """
+    targets, poles = inputs.targets, inputs.poles
+    world = inputs.world
+    for g in groups:
+        for c in g.chains:
+            if c.target_local >= 0:
+                if targets is inputs.targets:
+                    targets = dict(targets)
+                targets[c.index] = world @ work.matrices[:, c.target_local]
+            if c.pole_local >= 0 and c.pole is not None:
+                if poles is inputs.poles:
+                    poles = dict(poles)
+                poles[c.index] = world @ work.matrices[:, c.pole_local]
+    if targets is inputs.targets and poles is inputs.poles:
+        return inputs
+    return replace(inputs, targets=targets, poles=poles, objects=None)
+
+
 def _solve_batch(
     snap: Snapshot,
     work: _Work,
@@ -558,6 +614,9 @@ def _solve_batch(
     if any(c.pole is not None for c in chains):
         nan = np.full((f, 4, 4), np.nan)
         poles = space.points_of(np.stack([inputs.poles[c.index] if c.pole is not None else nan for c in chains], 1))
+        turned = [k for k, c in enumerate(chains) if c.index in inputs.pole_angles]
+        if turned:
+            poles = _turn_poles(work, chains, turned, goals, poles, inputs.pole_angles)
     with_rot = chains[0].use_target_rotation  # batches never mix (see _solve_levels)
     rows = [c.bones[:-1] if with_rot else c.bones for c in chains]
     tips = [c.bones[-1] for c in chains]
@@ -792,6 +851,7 @@ def _solve_levels(
         if li > 0:
             work.propagate()
         batches: dict[tuple[str, int, bool], list[ChainPlan]] = {}
+        inputs = _with_local_targets(work, inputs, [g for g in groups if g.level == lv])
         for g in groups:
             if g.level != lv:
                 continue
@@ -867,7 +927,7 @@ def _usable_groups(
             axes = np.linalg.norm(inputs.targets[c.index][:, :3, :3], axis=1)  # (F, 3) column lengths
             if (axes < 1e-6).any():
                 msg = (
-                    f"the target '{c.target}' is scaled to zero, so it has no rotation for Use Target "
+                    f"the target {c.label('target')} is scaled to zero, so it has no rotation for Use Target "
                     "Rotation: give it a scale or turn Use Target Rotation off"
                 )
         if msg:

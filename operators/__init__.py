@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from . import bake, chains, cli, solve
+from . import bake, chains, cli, convert, solve
 
 
 def register() -> None:
     solve.register()
     bake.register()
     chains.register()
+    convert.register()
     cli.register()
 
 
 def unregister() -> None:
     cli.unregister()
+    convert.unregister()
     chains.unregister()
     bake.unregister()
     solve.unregister()

@@ -170,8 +170,24 @@ class REACH_OT_chain_add(Operator):
     )
     add_pole: BoolProperty(
         name="Add Pole",
-        description="Two-bone chains: also create a pole Empty in front of the current bend",
+        description="Two-bone chains: also create a pole in front of the current bend",
         default=True,
+    )
+    controls: EnumProperty(
+        name="Controls",
+        description="What the target (and pole) are",
+        items=[
+            ("EMPTY", "Empties", "New Empty objects", "EMPTY_AXIS", 0),
+            (
+                "BONE",
+                "Control Bones",
+                "New non-deforming bones in this armature, named after the tip (IK-hand.L), keyed with the rig's "
+                "own action",
+                "BONE_DATA",
+                1,
+            ),
+        ],
+        default="EMPTY",
     )
 
     @classmethod
@@ -214,33 +230,95 @@ class REACH_OT_chain_add(Operator):
         scale = _world_scale(obj)
         tip_len = max(pb.length * scale, 1e-4)
 
-        target = _new_empty(context, obj, f"{pb.name}.target", _tip_matrix(obj, pb), 0.3 * tip_len, "SPHERE")
-        pole: Object | None = None
+        world = obj.matrix_world
+        pole_at: Vector | None = None
         if n == 2 and self.add_pole:
-            world = obj.matrix_world
             root_pb, tip_pb = chain_bones[1], chain_bones[0]
             fallback = (world.to_3x3() @ root_pb.matrix.to_3x3()).col[2]
-            loc = pole_location(world @ root_pb.head, world @ tip_pb.head, world @ tip_pb.tail, fallback)
-            pole = _new_empty(context, obj, f"{pb.name}.pole", Matrix.Translation(loc), 0.2 * tip_len, "PLAIN_AXES")
+            pole_at = pole_location(world @ root_pb.head, world @ tip_pb.head, world @ tip_pb.tail, fallback)
+        tip_name = pb.name
+        if self.controls == "BONE":
+            target_bone, pole_bone = _new_control_bones(context, obj, pb, pole_at)
+            target_text = f"control bone '{target_bone}'"
+            pole_text = f" and pole bone '{pole_bone}'" if pole_bone else ""
+        else:
+            target = _new_empty(context, obj, f"{tip_name}.target", _tip_matrix(obj, pb), 0.3 * tip_len, "SPHERE")
+            pole = None
+            if pole_at is not None:
+                pole = _new_empty(
+                    context, obj, f"{tip_name}.pole", Matrix.Translation(pole_at), 0.2 * tip_len, "PLAIN_AXES"
+                )
+            target_text = f"target '{target.name}'"
+            pole_text = f" and pole '{pole.name}'" if pole is not None else ""
 
         ch = settings.chains.add()
-        ch.name = _unique_name(settings, pb.name)
-        ch.tip_bone = pb.name
+        ch.name = _unique_name(settings, tip_name)
+        ch.tip_bone = tip_name
         ch.chain_length = n
         ch.solver = "TWO_BONE" if n == 2 else "FABRIK"
-        ch.target = target
-        ch.created_target = True
-        if pole is not None:
-            ch.pole = pole
-            ch.created_pole = True
+        if self.controls == "BONE":
+            ch.target, ch.target_bone, ch.created_target_bone = obj, target_bone, True
+            if pole_bone:
+                ch.pole, ch.pole_bone, ch.created_pole_bone = obj, pole_bone, True
+        else:
+            ch.target = target
+            ch.created_target = True
+            if pole is not None:
+                ch.pole = pole
+                ch.created_pole = True
         settings.active_chain_index = len(settings.chains) - 1
-        extra = f" and pole '{pole.name}'" if pole is not None else ""
         self.report(
             {"INFO"},
-            f"Reach IK: chain '{ch.name}' ({n} bones up from '{pb.name}', {ch.solver}) with target "
-            f"'{target.name}'{extra}; move the target to pose the chain",
+            f"Reach IK: chain '{ch.name}' ({n} bones up from '{tip_name}', {ch.solver}) with {target_text}"
+            f"{pole_text}; move the target to pose the chain",
         )
         return {"FINISHED"}
+
+
+def _unique_bone_name(arm: bpy.types.Armature, base: str) -> str:
+    if base not in arm.bones:
+        return base
+    i = 1
+    while f"{base}.{i:03d}" in arm.bones:
+        i += 1
+    return f"{base}.{i:03d}"
+
+
+def _new_control_bones(context: Context, obj: Object, tip: PoseBone, pole_at: Vector | None) -> tuple[str, str]:
+    """Non-deforming control bones for the chain ending at `tip`: 'IK-<tip>' at the tip's tail, oriented like the
+    posed tip (so Use Target Rotation takes the pose it has), and 'Pole-<tip>' at `pole_at` (world) if given.
+
+    Both are unparented (they move only when animated) and built where the pose puts the tip now, so adding
+    them moves nothing. Edit Mode is entered for that and left again in the mode the armature was in.
+    """
+    arm = armature_data(obj)
+    tail = tip.tail.copy()
+    rot = tip.matrix.to_3x3().normalized()
+    length = max(0.5 * tip.length, 1e-3)
+    pole_local = obj.matrix_world.inverted() @ pole_at if pole_at is not None else None
+    tip_name = tip.name
+    mode = obj.mode
+    view_layer = context.view_layer
+    assert view_layer is not None
+    view_layer.objects.active = obj
+    bpy.ops.object.mode_set(mode="EDIT")
+    try:
+        target_name = _unique_bone_name(arm, f"IK-{tip_name}")
+        eb = arm.edit_bones.new(target_name)
+        eb.head = tail
+        eb.tail = tail + rot.col[1] * length
+        eb.align_roll(rot.col[2])
+        eb.use_deform = False
+        pole_name = ""
+        if pole_local is not None:
+            pole_name = _unique_bone_name(arm, f"Pole-{tip_name}")
+            pb = arm.edit_bones.new(pole_name)
+            pb.head = pole_local
+            pb.tail = pole_local + rot.col[1] * 0.5 * length
+            pb.use_deform = False
+    finally:
+        bpy.ops.object.mode_set(mode=mode if mode in {"OBJECT", "POSE"} else "OBJECT")
+    return target_name, pole_name
 
 
 class REACH_OT_chain_remove(Operator):

@@ -155,6 +155,9 @@ class WorldMatrices:
             coll.foreach_get("matrix_world", self._raw)
             coll.foreach_get("session_uid", self._uids)
         self._order = np.argsort(self._uids, kind="stable")
+        # (armature uid, bone name) -> armature-space pose matrix of a bone where it will be once Blender
+        # evaluates our writes (a control bone of a rig solved earlier in the same live update).
+        self.bones: dict[tuple[int, str], F64] = {}
 
     def override(self, ob: bpy.types.Object, matrix: F64) -> None:
         """Replace the snapshot's world matrix of `ob` (where it will be once Blender evaluates our writes)."""
@@ -178,6 +181,39 @@ class WorldMatrices:
         for k in missing:  # not in bpy.data.objects (never expected): ask the object itself
             out[k] = np.array(objects[k].matrix_world, dtype=np.float64)
         return out
+
+
+def bone_matrix(ob: bpy.types.Object, bone: str) -> F64:
+    """(4,4) armature-space pose matrix of one bone of armature `ob` (identity when it has no such bone)."""
+    pose = ob.pose
+    pb = pose.bones.get(bone) if pose is not None else None
+    return np.array(pb.matrix, dtype=np.float64) if pb is not None else np.eye(4)
+
+
+def target_matrices(
+    rig: bpy.types.Object,
+    entries: Sequence[tuple[bpy.types.Object, str]],
+    world: WorldMatrices,
+    sk: Skeleton | None = None,
+    pose: F64 | None = None,
+) -> F64:
+    """(n,4,4) world matrices of targets and poles: (object, bone) -> the object's, or its bone's head.
+
+    A bone target is where Blender's IK constraint aims: the armature's world matrix times the bone's pose
+    matrix (its head, oriented like the bone). Bones of `rig` itself come from `pose` (read once) when given.
+    """
+    mats = world.of([ob for ob, _bone in entries])
+    for k, (ob, bone) in enumerate(entries):
+        if not bone:
+            continue
+        local = world.bones.get((ob.session_uid, bone))
+        if local is None:
+            if ob == rig and pose is not None and sk is not None and bone in sk.index:
+                local = pose[sk.index[bone]]
+            else:
+                local = bone_matrix(ob, bone)
+        mats[k] = mats[k] @ local
+    return mats
 
 
 def object_matrices(objects: Sequence[bpy.types.Object]) -> F64:

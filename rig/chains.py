@@ -44,11 +44,23 @@ def rig_problem(obj: bpy.types.Object) -> str | None:
     return None
 
 
-def _object_problem(role: str, ob: bpy.types.Object | None, rig: bpy.types.Object) -> str | None:
+def target_bone_of(ob: bpy.types.Object | None, bone: str) -> str:
+    """The bone a target or pole names: its `target_bone`/`pole_bone` when `ob` is an armature, else ""."""
+    return bone if bone and ob is not None and ob.type == "ARMATURE" else ""
+
+
+def _object_problem(role: str, ob: bpy.types.Object | None, rig: bpy.types.Object, bone: str = "") -> str | None:
     if ob is None:
         return None
-    if ob == rig:
-        return f"the {role} is the armature '{rig.name}' itself: pick an Empty (the rig cannot chase itself)"
+    if bone:
+        arm = ob.data
+        if not isinstance(arm, bpy.types.Armature) or bone not in arm.bones:
+            return f"the {role} bone '{bone}' is not in '{ob.name}' (renamed or deleted?): pick the {role} bone again"
+    elif ob == rig:
+        return (
+            f"the {role} is the armature '{rig.name}' itself: pick an Empty, or one of its bones as the "
+            f"{role} bone (the rig cannot chase itself)"
+        )
     if not ob.users_scene:
         # An object deleted in the viewport lingers in bpy.data until the file is saved: treat it as gone.
         return f"the {role} '{ob.name}' is not in the scene (deleted?): pick another object"
@@ -176,17 +188,47 @@ def build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None
     for g in plan.groups:
         root = g.bones[0]
         deps.append({owner_group[a] for a in sk.ancestors(root) if a in owner_group})
+    # So must a group whose control bones (target or pole bones of this rig) hang below another group's
+    # bones: the control moves with that group's solution. One the group moves itself would chase itself.
+    control_deps = _control_dependencies(plan, sk, owner_group, deps)
     level: dict[int, int] = {}
+    cyclic: set[int] = set()
 
     def level_of(gi: int, stack: tuple[int, ...] = ()) -> int:
         if gi in level:
             return level[gi]
-        lv = 0 if not deps[gi] else 1 + max(level_of(d, (*stack, gi)) for d in deps[gi] if d not in stack)
+        here = (*stack, gi)
+        lv = 0
+        for d in deps[gi]:
+            if d in here:
+                cyclic.update(here[here.index(d) :])
+                continue
+            lv = max(lv, 1 + level_of(d, here))
         level[gi] = lv
         return lv
 
     for gi, g in enumerate(plan.groups):
         g.level = level_of(gi)
+    for gi in sorted(cyclic):
+        names = ", ".join(f"'{plan.groups[o].chains[0].name}'" for o in sorted(cyclic) if o != gi)
+        for c in plan.groups[gi].chains:
+            plan.errors.setdefault(
+                c.index,
+                f"this chain's control bone hangs below chain {names}, whose control hangs below this chain: "
+                "they would chase each other; parent one of the controls outside the other chain",
+            )
+    # Control bones carried with an upper group: the bones between must carry them as Blender does.
+    for bones_between in control_deps.values():
+        for c_index, role, control, between in bones_between:
+            loose = next((a for a in between if not sk.inherits[a]), None)
+            if loose is not None:
+                plan.errors.setdefault(
+                    c_index,
+                    f"the {role} bone '{sk.names[control]}' hangs below another chain through bone "
+                    f"'{sk.names[loose]}', which does not fully inherit its parent's rotation and scale (Bone > "
+                    f"Relations), so it cannot follow that chain: turn Inherit Rotation on and Inherit Scale to "
+                    f"'Full' on '{sk.names[loose]}'",
+                )
 
     # A group below another is solved on a parent pose we derive by carrying bones rigidly with the
     # upper group's solution. Blender carries a bone that way only if it inherits rotation and full scale:
@@ -207,7 +249,12 @@ def build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None
                     )
                 break
     # A group below a refused one would be carried through the same bones: refuse it too (levels ascending).
+    # A tree is solved as one: one refused chain refuses its tree.
     refused = {gi for gi, g in enumerate(plan.groups) if any(c.index in plan.errors for c in g.chains)}
+    for gi in refused:
+        first = next(plan.errors[c.index] for c in plan.groups[gi].chains if c.index in plan.errors)
+        for c in plan.groups[gi].chains:
+            plan.errors.setdefault(c.index, first)
     for gi in sorted(range(len(plan.groups)), key=lambda i: plan.groups[i].level):
         above = deps[gi] & refused
         if above and gi not in refused:
@@ -221,6 +268,39 @@ def build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None
     return plan
 
 
+def _control_dependencies(
+    plan: Plan, sk: Skeleton, owner_group: dict[int, int], deps: list[set[int]]
+) -> dict[int, list[tuple[int, str, int, list[int]]]]:
+    """Add to `deps` the groups that move each group's control bones; refuse controls a group moves itself.
+
+    Returns, per group, (chain index, role, control bone, bones between it and the moving group) for the
+    controls carried by another group (the caller checks those bones carry it as Blender would).
+    """
+    out: dict[int, list[tuple[int, str, int, list[int]]]] = {}
+    for gi, g in enumerate(plan.groups):
+        for c in g.chains:
+            for role, control in (("target", c.target_local), ("pole", c.pole_local)):
+                if control < 0:
+                    continue
+                line = [control, *sk.ancestors(control)]
+                owned = [k for k, a in enumerate(line) if a in owner_group]
+                if not owned:
+                    continue
+                mover = line[owned[0]]
+                if owner_group[mover] == gi:
+                    where = "is one of its bones" if mover == control else f"hangs below its bone '{sk.names[mover]}'"
+                    plan.errors[c.index] = (
+                        f"the {role} bone '{sk.names[control]}' {where}: the chain moves its own {role}, which would "
+                        f"chase itself; parent '{sk.names[control]}' outside the chain (to the root, or a bone above "
+                        "the chain)"
+                    )
+                    continue
+                deps[gi].update(owner_group[line[k]] for k in owned if owner_group[line[k]] != gi)
+                # The control itself need not inherit rotation: its head follows its parent either way.
+                out.setdefault(gi, []).append((c.index, role, control, line[1 : owned[0]]))
+    return out
+
+
 def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain) -> ChainPlan | str:
     tip = ch.tip_bone
     if not tip:
@@ -230,6 +310,8 @@ def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain)
     b = sk.index[tip]
     line = [b, *sk.ancestors(b)]
     n = int(ch.chain_length)
+    if n == 0:
+        n = len(line)  # 0: up to the root bone, as Blender's IK constraint's Chain Length 0
     if n > len(line):
         return (
             f"chain length {n} is longer than the hierarchy above '{tip}' ({len(line)} bones): "
@@ -245,8 +327,10 @@ def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain)
         )
     if ch.target is None:
         return "no target: pick an object (normally an Empty) for the tip to reach"
-    for role, ob in (("target", ch.target), ("pole", ch.pole)):
-        problem = _object_problem(role, ob, obj)
+    target_bone = target_bone_of(ch.target, ch.target_bone)
+    pole_bone = target_bone_of(ch.pole, ch.pole_bone)
+    for role, ob, bone_name in (("target", ch.target, target_bone), ("pole", ch.pole, pole_bone)):
+        problem = _object_problem(role, ob, obj, bone_name)
         if problem:
             return problem
     bone_data = obj.data.bones
@@ -271,4 +355,8 @@ def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain)
         pole=ch.pole.name if ch.pole is not None else None,
         weight=weight,
         use_target_rotation=bool(ch.use_target_rotation),
+        target_bone=target_bone,
+        pole_bone=pole_bone,
+        target_local=sk.index[target_bone] if target_bone and ch.target == obj else -1,
+        pole_local=sk.index[pole_bone] if pole_bone and ch.pole == obj else -1,
     )

@@ -10,7 +10,8 @@ evaluate the targets' F-Curves directly:
   action (if any) only keys the chain bones' rotations (which the solve overwrites; with Start From
   'Current' those keys would be the warm start, so then this path is not used).
 
-Anything else falls back to stepping frames. `tests/blender/test_fastread.py` checks both paths agree.
+Anything else falls back to stepping frames, and so do bone targets and poles (their armature's evaluated
+pose). `tests/blender/test_fastread.py` checks both paths agree.
 """
 
 from __future__ import annotations
@@ -177,6 +178,9 @@ def read_all(obj: bpy.types.Object, plan: Plan, frames: list[int]) -> Inputs | N
             if path[len(prefix) : path.index('"].rotation_')] not in chain_bones:
                 return None
     chains = [c for g in plan.groups for c in g.chains]
+    if any(c.target_bone or c.pole_bone for c in chains):
+        # A bone target's matrix is its armature's evaluated pose (parents, constraints, drivers): step frames.
+        return None
     settings = rig_settings(obj).chains
     targets = {c.index: settings[c.index].target for c in chains}
     poles = {c.index: settings[c.index].pole for c in chains if c.pole is not None}
@@ -198,6 +202,8 @@ def read_all(obj: bpy.types.Object, plan: Plan, frames: list[int]) -> Inputs | N
         world=world,
         targets={i: mats[ob.name] for i, ob in targets.items()},
         poles={i: mats[ob.name] for i, ob in poles.items()},
+        # The armature's action keys chain-bone rotations only (checked above), so pole angles are not keyed.
+        pole_angles={i: np.full(f, float(settings[i].pole_angle)) for i in poles if settings[i].pole_angle != 0.0},
         static=True,  # the armature is not animated here: one pose for every frame
     )
     if rig_settings(obj).start_from == "REST":

@@ -12,7 +12,7 @@ re-evaluate from inside a handler (that crashed bpy 4.5 in our experiments).
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from ..core.model import Group, Plan, Skeleton
 from . import armature, cache
 from .props import rig_settings
-from .solve import ChainState, LiveReads, chain_state, solve_rig, store_status
+from .solve import ChainState, Entry, LiveReads, chain_state, solve_rig, store_status
 
 F64 = NDArray[np.float64]
 _busy = False
@@ -103,29 +103,39 @@ def _channel_bytes(channels: armature.Channels) -> bytes:
     return b"".join(a.tobytes() for a in channels.values())
 
 
-def _outside_parents(uid: int, sk: Skeleton, state: ChainState) -> list[int]:
-    """The parent of each chain's root bone (chains as set, valid or not), cached while tips and lengths hold."""
-    key = tuple((row.tip_bone, row.chain_length) for row in state)
+def _outside_parents(uid: int, sk: Skeleton, state: ChainState, controls: tuple[str, ...] = ()) -> list[int]:
+    """Bones whose evaluated pose a check reads: the parent of each chain's root bone (chains as set, valid
+    or not) and the rig's own control bones (`controls`: target and pole bones of this armature), cached
+    while tips, lengths and controls hold."""
+    key = (tuple((row.tip_bone, row.chain_length) for row in state), controls)
     hit = cache.roots.get(uid)
     if hit is not None and hit[0] is sk and hit[1] == key:
         return hit[2]  # type: ignore[no-any-return]
     roots: set[int] = set()
-    for tip, length in key:
+    for tip, length in key[0]:
         b = sk.index.get(tip, -1)
+        if int(length) <= 0:
+            continue  # up to the root bone: nothing above the chain
         for _ in range(max(int(length) - 1, 0)):
             if b < 0:
                 break
             b = int(sk.parent[b])
         if b >= 0 and sk.parent[b] >= 0:
             roots.add(int(sk.parent[b]))
+    # A control bone moves with its parents, its constraints and drivers, without any channel of its own
+    # changing: its evaluated pose is part of what a check compares.
+    roots.update(sk.index[c] for c in controls if c in sk.index)
     out = sorted(roots)
     cache.roots[uid] = (sk, key, out)
     return out
 
 
-def _hanging(objects: list[bpy.types.Object]) -> tuple[tuple[int, str, bpy.types.Object], ...]:
-    """(armature uid, bone, object) for each object that hangs from an armature's bone, at any depth."""
-    out = []
+def _hanging(
+    objects: list[bpy.types.Object], bone_targets: Sequence[tuple[bpy.types.Object, str]] = ()
+) -> tuple[tuple[int, str, bpy.types.Object], ...]:
+    """(armature uid, bone, object) for each object that hangs from an armature's bone, at any depth, and
+    (armature uid, bone, armature) for each bone of another armature that is a target or pole itself."""
+    out = [(arm.session_uid, bone, arm) for arm, bone in bone_targets]
     for ob in objects:
         node, depth = ob, 0
         while node.parent is not None and depth < 1000:
@@ -136,8 +146,10 @@ def _hanging(objects: list[bpy.types.Object]) -> tuple[tuple[int, str, bpy.types
     return tuple(out)
 
 
-def _chain_objects(obj: bpy.types.Object) -> list[bpy.types.Object]:
-    return [ob for ch in rig_settings(obj).chains for ob in (ch.target, ch.pole) if ob is not None]
+def _hangs_of(obj: bpy.types.Object, entries: list[Entry]) -> tuple[tuple[int, str, bpy.types.Object], ...]:
+    """What the targets and poles of `obj` hang from (`_hanging`); its own control bones are not listed."""
+    others = [(ob, bone) for ob, bone in entries if bone and ob != obj]
+    return _hanging([ob for ob, _bone in entries], others)
 
 
 # Armature uid -> (world matrix, pose before, pose after, bone index by name) of a rig solved and written in
@@ -154,10 +166,16 @@ def _carry(world: armature.WorldMatrices, obj: bpy.types.Object, moved: _Moved) 
     done: set[int] = set()
     for arm_uid, bone, ob in cache.hangs.get(obj.session_uid, ()):
         hit = moved.get(arm_uid)
-        if hit is None or ob.session_uid in done or bone not in hit[3]:
+        if hit is None or bone not in hit[3]:
             continue
         w, before, after, index = hit
         b = index[bone]
+        if ob.session_uid == arm_uid:
+            # A bone of that armature is the target itself: it is where the solve put it.
+            world.bones[(arm_uid, bone)] = after[b]
+            continue
+        if ob.session_uid in done:
+            continue
         d = w @ after[b] @ np.linalg.inv(before[b]) @ np.linalg.inv(w)
         world.override(ob, d @ world.of([ob])[0])
         done.add(ob.session_uid)
@@ -172,31 +190,36 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
     known = cache.depends.get(uid)
     if known is None or known[0] != state:
         # What the chains point at changed (or is not known yet): what this rig follows, and depends on.
-        hangs = _hanging(objects)
+        hangs = _hangs_of(obj, objects)
         if cache.hangs.get(uid) != hangs:
             cache.hangs[uid] = hangs
             cache.scene_rigs.clear()  # list the rigs again, in the new dependency order
-    # The armature's own matrix comes from the same one-call read as the targets and poles.
     world = armature.WorldMatrices()
     if moved:
         _carry(world, obj, moved)
-    mats = world.of([obj, *objects])
-    data = [mats.tobytes()]
+    controls = tuple(bone for ob, bone in objects if bone and ob == obj)
     pose = None
-    roots = _outside_parents(obj.session_uid, sk, state)
+    roots = _outside_parents(obj.session_uid, sk, state, controls)
     if roots:
         # Constraints above the chain (Child Of, Copy Transforms...) move a chain's parent without
         # changing any channel: include the evaluated matrices of those outside parents.
         pose = armature.pose_matrices(obj)
+    # The armature's own matrix comes from the same one-call read as the targets and poles (bone targets:
+    # their armature's matrix times the bone's pose, so a moved control bone changes its row).
+    mats = armature.target_matrices(obj, [(obj, ""), *objects], world, sk, pose)
+    data = [mats.tobytes()]
+    if roots and pose is not None:
         data.append(pose[roots].tobytes())
     channels = armature.read_channels(obj, armature.ALL_CHANNELS)
-    settings = (s.tolerance, s.max_iterations, s.roll_mode, s.start_from, settings_version(obj), state)
+    # Pole angles are per-frame numbers (keyable): a change solves the rig, without a new plan.
+    angles = tuple(ch.pole_angle for ch in s.chains)
+    settings = (s.tolerance, s.max_iterations, s.roll_mode, s.start_from, settings_version(obj), state, angles)
     seen = _Seen(b"".join(data), _channel_bytes(channels), settings, sk.key, mats[0].tobytes(), mats, pose, channels)
     # What can change this rig's solve: itself (pose, transform, settings), its armature data, and the
     # objects it reaches for. Blender lists an object as updated when anything it depends on moved (a
     # parent, a constraint target, a driver), so these IDs are enough to skip unrelated updates.
     if known is None or known[0] != state:
-        cache.depends[uid] = (state, frozenset((uid, obj.data.session_uid, *(o.session_uid for o in objects))))
+        cache.depends[uid] = (state, frozenset((uid, obj.data.session_uid, *(o.session_uid for o, _b in objects))))
     # Rows of `mats` of each chain's target and pole (chain_state lists them chain by chain).
     rows: dict[int, list[int]] = {}
     k = 1
@@ -252,6 +275,13 @@ def _select(
                 or (root_parent >= 0 and root_parent in posed)
                 or any(b in posed for b in g.bones)
                 or (bool(dirty_bones) and any(a in dirty_bones for a in sk.ancestors(g.bones[0])))
+                # A control bone of this rig that moved, or hangs below a group solved in this update.
+                or any(
+                    b in posed or (bool(dirty_bones) and any(a in dirty_bones for a in sk.ancestors(b)))
+                    for c in g.chains
+                    for b in (c.target_local, c.pole_local)
+                    if b >= 0
+                )
             )
             if changed:
                 dirty.append(g)
@@ -318,7 +348,7 @@ def _scene_rigs(scene: bpy.types.Scene) -> list[bpy.types.Object]:
     if rigs is None:
         found = [ob for ob in scene.objects if ob.type == "ARMATURE" and len(rig_settings(ob).chains)]
         for ob in found:
-            cache.hangs[ob.session_uid] = _hanging(_chain_objects(ob))
+            cache.hangs[ob.session_uid] = _hangs_of(ob, chain_state(ob)[1])
         rigs = _dependency_order(found)
         cache.scene_rigs[key] = rigs
     return rigs

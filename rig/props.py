@@ -64,9 +64,9 @@ class ReachChain(PropertyGroup):
     )
     chain_length: IntProperty(
         name="Chain Length",
-        description="Bones counted up from the tip bone",
+        description="Bones counted up from the tip bone; 0 = up to the root bone (as Blender's IK Chain Length 0)",
         default=2,
-        min=1,
+        min=0,
         soft_max=64,
         override=OVERRIDE,
         update=_mark_dirty,
@@ -78,10 +78,35 @@ class ReachChain(PropertyGroup):
         override=OVERRIDE,
         update=_mark_dirty,
     )
+    target_bone: StringProperty(
+        name="Target Bone",
+        description="When the target is an armature: the bone whose head the tip reaches for (empty: the object)",
+        override=OVERRIDE,
+        update=_mark_dirty,
+    )
     pole: PointerProperty(
         name="Pole",
         type=Object,
         description="Optional: the chain bends toward this object",
+        override=OVERRIDE,
+        update=_mark_dirty,
+    )
+    pole_bone: StringProperty(
+        name="Pole Bone",
+        description="When the pole is an armature: the bone whose head the chain bends toward (empty: the object)",
+        override=OVERRIDE,
+        update=_mark_dirty,
+    )
+    pole_angle: FloatProperty(
+        name="Pole Angle",
+        description=(
+            "Rotate the bend plane about the root-to-target axis by this angle (for rigs converted from "
+            "Blender's IK constraint; a new chain does not need it)"
+        ),
+        subtype="ANGLE",
+        default=0.0,
+        soft_min=-math.pi,
+        soft_max=math.pi,
         override=OVERRIDE,
         update=_mark_dirty,
     )
@@ -109,6 +134,9 @@ class ReachChain(PropertyGroup):
     # Empties that chain_add created, so chain_remove can offer to delete exactly those.
     created_target: BoolProperty(default=False, options={"HIDDEN"})
     created_pole: BoolProperty(default=False, options={"HIDDEN"})
+    # Control bones that chain_add created (in the same armature), for the same reason.
+    created_target_bone: BoolProperty(default=False, options={"HIDDEN"})
+    created_pole_bone: BoolProperty(default=False, options={"HIDDEN"})
 
 
 class ReachRigSettings(PropertyGroup):

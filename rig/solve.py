@@ -44,18 +44,24 @@ def read_inputs(
     obj: bpy.types.Object, plan: Plan, pose_now: F64 | None = None, world_now: armature.WorldMatrices | None = None
 ) -> Inputs:
     """The current (evaluated) inputs of every planned chain, as one frame (`pose_now`, `world_now`: already read)."""
-    pose = (armature.pose_matrices(obj) if pose_now is None else pose_now)[None]
+    pose_b = armature.pose_matrices(obj) if pose_now is None else pose_now
+    pose = pose_b[None]
     chains = [c for g in plan.groups for c in g.chains]
     with_pole = [c for c in chains if c.pole is not None]
     world_mats = armature.WorldMatrices() if world_now is None else world_now
     settings = rig_settings(obj).chains
-    targets_ = [settings[c.index].target for c in chains]
-    poles_ = [settings[c.index].pole for c in with_pole]
-    mats = world_mats.of([obj, *targets_, *poles_])
+    entries = [(obj, ""), *((settings[c.index].target, c.target_bone) for c in chains)]
+    entries += [(settings[c.index].pole, c.pole_bone) for c in with_pole]
+    sk = armature.skeleton(obj) if any(bone for _ob, bone in entries) else None
+    mats = armature.target_matrices(obj, entries, world_mats, sk, pose_b)
     objects = mats[None, 1:]
     targets = {c.index: objects[:, k] for k, c in enumerate(chains)}
     poles = {c.index: objects[:, len(chains) + k] for k, c in enumerate(with_pole)}
     inputs = Inputs(pose, mats[None, 0], targets, poles, objects=objects)
+    for c in with_pole:
+        angle = float(settings[c.index].pole_angle)
+        if angle != 0.0:
+            inputs.pole_angles[c.index] = np.array([angle])
     if rig_settings(obj).start_from == "REST":
         basis, loc, scale = armature.basis_parts(obj)
         inputs.basis, inputs.location, inputs.scale = basis[None], loc[None], scale[None]
@@ -76,25 +82,36 @@ class ChainRow(NamedTuple):
     weight: float
     use_target_rotation: bool
     name: str
+    target_bone: str  # "" unless the target is an armature
+    pole_bone: str
+    # Whether those bones exist: renaming or deleting a bone of another armature must rebuild the plan
+    # (this rig's own bones are part of the skeleton's key).
+    bones_found: bool
+
+
+# A chain's target or pole as read: the object, and its bone ("" = the object itself).
+Entry = tuple[bpy.types.Object, str]
 
 
 ChainState = tuple[ChainRow, ...]
 
 
-def chain_state(obj: bpy.types.Object) -> tuple[ChainState, list[bpy.types.Object]]:
+def chain_state(obj: bpy.types.Object) -> tuple[ChainState, list[Entry]]:
     """Every chain setting a plan depends on (one tuple per chain), and the targets and poles themselves.
 
     The live handler reads this once per update, for its change detection and for the plan cache.
     """
     rows = []
-    objects = []
+    objects: list[Entry] = []
     make = ChainRow._make  # a NamedTuple's own constructor costs several times more (every chain, every update)
     for ch in rig_settings(obj).chains:
         target, pole = ch.target, ch.pole
+        target_bone = ch.target_bone if target is not None and target.type == "ARMATURE" else ""
+        pole_bone = ch.pole_bone if pole is not None and pole.type == "ARMATURE" else ""
         if target is not None:
-            objects.append(target)
+            objects.append((target, target_bone))
         if pole is not None:
-            objects.append(pole)
+            objects.append((pole, pole_bone))
         rows.append(
             make(
                 (
@@ -107,6 +124,10 @@ def chain_state(obj: bpy.types.Object) -> tuple[ChainState, list[bpy.types.Objec
                     ch.weight,
                     ch.use_target_rotation,
                     ch.name,
+                    target_bone,
+                    pole_bone,
+                    (not target_bone or target_bone in target.data.bones)
+                    and (not pole_bone or pole_bone in pole.data.bones),
                 )
             )
         )

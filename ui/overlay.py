@@ -62,9 +62,11 @@ def read_inputs(obj: bpy.types.Object, with_limits: bool) -> OverlayInputs:
         b = sk.index.get(ch.tip_bone)
         if not ch.enabled or b is None:
             continue
-        line = [b, *sk.ancestors(b)][: max(int(ch.chain_length), 1)]
-        target = tuple(ch.target.matrix_world.translation) if ch.target is not None else None
-        pole = tuple(ch.pole.matrix_world.translation) if ch.pole is not None else None
+        line = [b, *sk.ancestors(b)]
+        if int(ch.chain_length) > 0:  # 0: up to the root bone
+            line = line[: int(ch.chain_length)]
+        target = _link_point(ch.target, ch.target_bone)
+        pole = _link_point(ch.pole, ch.pole_bone)
         chains.append(ChainLine(tuple(reversed(line)), bool(ch.is_valid), target, pole))
     return OverlayInputs(
         world=np.array(obj.matrix_world, dtype=np.float64),
@@ -79,6 +81,18 @@ def read_inputs(obj: bpy.types.Object, with_limits: bool) -> OverlayInputs:
         show_limits=bool(settings.show_limits),
         show_targets=bool(settings.show_targets),
     )
+
+
+def _link_point(ob: bpy.types.Object | None, bone: str) -> tuple[float, float, float] | None:
+    """Where a target or pole link ends: the object's origin, or its control bone's head (world space)."""
+    if ob is None:
+        return None
+    p = ob.matrix_world.translation
+    if bone and ob.type == "ARMATURE":
+        pb = ob.pose.bones.get(bone) if ob.pose is not None else None
+        if pb is not None:
+            p = ob.matrix_world @ pb.head
+    return (float(p.x), float(p.y), float(p.z))
 
 
 def geometry(obj: bpy.types.Object, with_limits: bool = True) -> OverlayGeometry:

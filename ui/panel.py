@@ -132,6 +132,13 @@ def draw_status(context: Context, layout: UILayout, chain: ReachChain) -> None:
         box.label(text="Reached", icon="CHECKMARK")
 
 
+def _bone_picker(layout: UILayout, chain: ReachChain, role: str, prop: str, text: str) -> None:
+    """A bone search field for the target's or pole's bones, when it is an armature (a control bone)."""
+    ob = getattr(chain, role)
+    if ob is not None and ob.type == "ARMATURE":
+        layout.prop_search(chain, prop, ob.data, "bones", text=text, icon="BONE_DATA")
+
+
 class VIEW3D_PT_reach_ik_chains(PanelMixin, Panel):
     bl_label = "Chains"
     bl_parent_id = "VIEW3D_PT_reach_ik"
@@ -156,6 +163,8 @@ class VIEW3D_PT_reach_ik_chains(PanelMixin, Panel):
         side.operator("reach.chain_move", text="", icon="TRIA_DOWN").direction = "DOWN"
         side.separator()
         side.operator("reach.chains_from_hierarchy", text="", icon="OUTLINER_DATA_ARMATURE")
+        if any(con.type == "IK" for pb in obj.pose.bones for con in pb.constraints):
+            layout.operator("reach.convert_constraints", icon="CON_KINEMATIC")
         if not len(settings.chains):
             wrapped(
                 layout,
@@ -177,7 +186,11 @@ class VIEW3D_PT_reach_ik_chains(PanelMixin, Panel):
         col.prop_search(chain, "tip_bone", obj.data, "bones", text="Tip Bone", icon="BONE_DATA")
         col.prop(chain, "chain_length", text="Length")
         col.prop(chain, "target")
+        _bone_picker(col, chain, "target", "target_bone", "Target Bone")
         col.prop(chain, "pole")
+        _bone_picker(col, chain, "pole", "pole_bone", "Pole Bone")
+        if chain.pole is not None:
+            col.prop(chain, "pole_angle")
         col.prop(chain, "weight")
         col.prop(chain, "use_target_rotation", text="Target Rotation")
         draw_status(context, layout, chain)

@@ -381,3 +381,29 @@ def test_every_preset_sets_valid_limits_on_selected_bones(preset: str) -> None:
     rigs.add_chain(rig, "b2", 3, rigs.empty("T", (0.5, 0.3, 2.6)))
     rigs.update()
     assert rig.reach_ik.chains[0].is_valid, rig.reach_ik.chains[0].message
+
+
+def test_chain_add_with_control_bones() -> None:
+    rig = rigs.chain_rig(3)
+    rig.pose.bones["b1"].rotation_quaternion = (0.95, 0.3, 0.0, 0.0)  # a posed, bent chain
+    rigs.update()
+    _pose_mode(rig, "b2", ["b1"])
+    tail, elbow = rigs.world_tail(rig, "b2"), rigs.world_head(rig, "b2")
+    assert bpy.ops.reach.chain_add(controls="BONE") == {"FINISHED"}
+    assert rig.mode == "POSE", "back in the mode it was in"
+    ch = _chain(rig)
+    assert (ch.target, ch.target_bone, ch.pole, ch.pole_bone) == (rig, "IK-b2", rig, "Pole-b2")
+    assert ch.created_target_bone and ch.created_pole_bone and not ch.created_target
+    assert not rig.data.bones["IK-b2"].use_deform and not rig.data.bones["Pole-b2"].use_deform
+    assert rig.data.bones["IK-b2"].parent is None
+    assert not [ob for ob in bpy.data.objects if ob.type == "EMPTY"], "no Empties"
+    rigs.update()
+    rigs.update()
+    assert ch.is_valid, ch.message
+    assert np.linalg.norm(rigs.world_head(rig, "IK-b2") - tail) < 1e-5, "the control sits at the tip's tail"
+    assert np.linalg.norm(rigs.world_tail(rig, "b2") - tail) < 1e-4, "adding the chain moves nothing"
+    assert np.linalg.norm(rigs.world_head(rig, "b2") - elbow) < 1e-3, "not even the elbow"
+    rig.pose.bones["IK-b2"].location = (0.0, -0.3, 0.2)  # move the control: the chain follows
+    rigs.update()
+    rigs.update()
+    assert np.linalg.norm(rigs.world_tail(rig, "b2") - rigs.world_head(rig, "IK-b2")) < 1e-3

@@ -170,3 +170,19 @@ def test_overlay_toggles(name: str) -> None:
     bpy.context.view_layer.objects.active = rig
     log = _draw(getattr(panel, name))
     assert [t for m, t in log if m == "prop"] == ["show_chains", "show_limits", "show_targets"]
+
+
+def test_bone_pickers_and_the_convert_button() -> None:
+    rig = rigs.chain_rig(3)
+    bpy.context.view_layer.objects.active = rig
+    empty = rigs.empty("t", (0, 0, 3))
+    ch = rigs.add_chain(rig, "b2", 2, empty)
+    log = _draw(panel.VIEW3D_PT_reach_ik_chains)
+    assert ("prop_search", "Target Bone") not in log and ("prop_search", "Pole Bone") not in log, "Empties: no bones"
+    assert "reach.convert_constraints" not in [t for m, t in log if m == "op"], "no IK constraints: no button"
+    ch.target, ch.pole = rig, rig  # control bones of the rig itself
+    rig.pose.bones["b0"].constraints.new("IK")
+    log = _draw(panel.VIEW3D_PT_reach_ik_chains)
+    assert ("prop_search", "Target Bone") in log and ("prop_search", "Pole Bone") in log, log
+    assert ("prop", "pole_angle") in log
+    assert "reach.convert_constraints" in [t for m, t in log if m == "op"]
