@@ -322,7 +322,8 @@ def rotations_to_channels(
 
 # Up to this many bones (a live update of a few chains) the conversion runs per bone in mathutils (Blender's own
 # C conversions, ~1 us a bone) rather than in numpy (tens of us a call whatever the count).
-_FEW = 16
+_FEW = 64
+_ULPS8 = 8.0 * 2.0**-23
 
 
 def _few_to_channels(bones: list[int], modes: list[int], basis: F64, channels: Channels) -> set[str]:
@@ -352,9 +353,10 @@ def _few_to_channels(bones: list[int], modes: list[int], basis: F64, channels: C
                 attr = "rotation_euler"
                 e = mat.to_euler(mode, Euler(prev, mode))
                 new = [e.x, e.y, e.z]
-        old = channels[attr][b]
-        if any(abs(n - float(o)) > 1e-6 + 8.0 * float(np.spacing(abs(o))) for n, o in zip(new, old, strict=True)):
-            old[:] = new
+        row = channels[attr][b]
+        # As `_moved`: more than 1e-6 plus 8 float32 ulps (one ulp of x is at most |x| * 2^-23).
+        if any(abs(n - o) > 1e-6 + _ULPS8 * abs(o) for n, o in zip(new, row.tolist(), strict=True)):
+            row[:] = new
             changed.add(attr)
     return changed
 
