@@ -47,25 +47,33 @@ scene_rigs: dict[int, Any] = {}
 # session_uid of armatures whose settings changed since their last live check.
 dirty: set[int] = set()
 
-_PER_OBJECT: tuple[dict[int, Any], ...] = (
-    versions,
-    fingerprints,
-    stats,
-    checks,
-    chain_solves,
-    outcomes,
-    rig_checks,
-    reported,
-    roots,
-    plans,
-    depends,
-    hangs,
-)
+# Derived from an armature's inputs: dropped when it must be checked afresh (`forget`).
+_DERIVED: tuple[dict[int, Any], ...] = (fingerprints, outcomes, rig_checks, roots, plans, depends, hangs)
+# Counters kept across file loads (the demo and the tests count solves over a whole session).
+_COUNTERS: tuple[dict[int, Any], ...] = (stats, checks, chain_solves)
+# Everything keyed by an armature object's session_uid.
+_PER_OBJECT: tuple[dict[int, Any], ...] = (versions, reported, *_DERIVED, *_COUNTERS)
+_TABLES: dict[str, dict[int, Any]] = {
+    "versions": versions,
+    "fingerprints": fingerprints,
+    "stats": stats,
+    "checks": checks,
+    "chain_solves": chain_solves,
+    "outcomes": outcomes,
+    "rig_checks": rig_checks,
+    "reported": reported,
+    "roots": roots,
+    "plans": plans,
+    "depends": depends,
+    "hangs": hangs,
+    "skeletons": skeletons,
+    "scene_rigs": scene_rigs,
+}
 
 
 def forget(uid: int) -> None:
     """Drop everything derived from one armature's inputs (it is solved again on its next check)."""
-    for table in (fingerprints, outcomes, rig_checks, roots, plans, depends, hangs):
+    for table in _DERIVED:
         table.pop(uid, None)
 
 
@@ -90,45 +98,13 @@ def prune(alive_objects: Iterable[int], alive_data: Iterable[int]) -> None:
 
 def clear(keep_stats: bool = True) -> None:
     """Drop every cache (file load, undo/redo: session uids and pointers may now mean other objects)."""
-    for table in (
-        versions,
-        fingerprints,
-        outcomes,
-        rig_checks,
-        reported,
-        roots,
-        plans,
-        depends,
-        hangs,
-        skeletons,
-        scene_rigs,
-    ):
+    for table in _TABLES.values():
+        if keep_stats and any(table is counter for counter in _COUNTERS):
+            continue
         table.clear()
     dirty.clear()
-    if not keep_stats:
-        stats.clear()
-        checks.clear()
-        chain_solves.clear()
 
 
 def sizes() -> dict[str, int]:
     """Number of entries per cache (tests check that nothing grows without bound)."""
-    return {
-        name: len(table)
-        for name, table in (
-            ("versions", versions),
-            ("fingerprints", fingerprints),
-            ("stats", stats),
-            ("checks", checks),
-            ("chain_solves", chain_solves),
-            ("outcomes", outcomes),
-            ("rig_checks", rig_checks),
-            ("reported", reported),
-            ("roots", roots),
-            ("plans", plans),
-            ("depends", depends),
-            ("hangs", hangs),
-            ("skeletons", skeletons),
-            ("scene_rigs", scene_rigs),
-        )
-    }
+    return {name: len(table) for name, table in _TABLES.items()}
