@@ -46,6 +46,9 @@ skeletons: dict[int, Any] = {}
 scene_rigs: dict[int, Any] = {}
 # session_uid of armatures whose settings changed since their last live check.
 dirty: set[int] = set()
+# session_uid -> {bone name: float32 Y scale}: the stretch live solving last wrote into each bone's Y scale
+# channel (so a chain whose Stretch goes back to 1 can undo its own stretch, and only its own).
+stretched: dict[int, dict[str, float]] = {}
 
 _PER_OBJECT: tuple[dict[int, Any], ...] = (
     versions,
@@ -60,6 +63,7 @@ _PER_OBJECT: tuple[dict[int, Any], ...] = (
     plans,
     depends,
     hangs,
+    stretched,
 )
 
 
@@ -102,6 +106,7 @@ def clear(keep_stats: bool = True) -> None:
         hangs,
         skeletons,
         scene_rigs,
+        stretched,
     ):
         table.clear()
     dirty.clear()
@@ -130,5 +135,6 @@ def sizes() -> dict[str, int]:
             ("hangs", hangs),
             ("skeletons", skeletons),
             ("scene_rigs", scene_rigs),
+            ("stretched", stretched),
         )
     }
