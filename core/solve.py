@@ -748,11 +748,16 @@ def _solve_batch(
 
 def _chain_settings(inputs: Inputs, chains: Sequence[ChainPlan], f: int) -> tuple[F64, F64]:
     """(F, K) Soft and Stretch of each chain in each frame: as read per frame, else as planned."""
-    soft = np.empty((f, len(chains)))
-    stretch = np.empty((f, len(chains)))
-    for j, c in enumerate(chains):
-        soft[:, j] = inputs.soft.get(c.index, c.soft)
-        stretch[:, j] = inputs.stretch.get(c.index, c.stretch)
+    if not inputs.soft and not inputs.stretch:
+        # As planned (live solving: the plan is rebuilt when a value changes): the same in every frame.
+        soft = np.array([[c.soft for c in chains]]).repeat(f, axis=0)
+        stretch = np.array([[c.stretch for c in chains]]).repeat(f, axis=0)
+    else:
+        soft = np.empty((f, len(chains)))
+        stretch = np.empty((f, len(chains)))
+        for j, c in enumerate(chains):
+            soft[:, j] = inputs.soft.get(c.index, c.soft)
+            stretch[:, j] = inputs.stretch.get(c.index, c.stretch)
     # The property's own range, for values set from a script: soft below 0 is off, at or above 1 meaningless.
     return np.clip(np.nan_to_num(soft), 0.0, 0.5), np.maximum(np.nan_to_num(stretch, nan=1.0, posinf=1.0), 1.0)
 
@@ -1177,11 +1182,10 @@ def solve(
     return out
 
 
-def _per_frame(inputs: Inputs, c: ChainPlan) -> tuple[F64, F64]:
-    """A chain's Soft and Stretch in every frame (as read per frame, else as planned), as arrays."""
-    soft = np.atleast_1d(np.asarray(inputs.soft.get(c.index, c.soft), dtype=np.float64))
-    stretch = np.atleast_1d(np.asarray(inputs.stretch.get(c.index, c.stretch), dtype=np.float64))
-    return soft, stretch
+def _most(values: dict[int, F64], c: ChainPlan, planned: float) -> float:
+    """A chain's largest Soft or Stretch over the frames: as read per frame when it was, else as planned."""
+    read = values.get(c.index)
+    return planned if read is None else float(np.max(read))
 
 
 def _soft_checked_groups(groups: list[Group], inputs: Inputs, report: RigReport) -> list[Group]:
@@ -1196,11 +1200,9 @@ def _soft_checked_groups(groups: list[Group], inputs: Inputs, report: RigReport)
     for g in groups:
         msg = ""
         if g.is_tree:
-            uses = []
-            for c in g.chains:
-                soft, stretch = _per_frame(inputs, c)
-                if (soft > 0.0).any() or (stretch > 1.0).any():
-                    uses.append(c)
+            uses = [
+                c for c in g.chains if _most(inputs.soft, c, c.soft) > 0.0 or _most(inputs.stretch, c, c.stretch) > 1.0
+            ]
             if uses:
                 names = ", ".join(f"'{c.name}'" for c in uses)
                 msg = (
@@ -1209,7 +1211,7 @@ def _soft_checked_groups(groups: list[Group], inputs: Inputs, report: RigReport)
                 )
         else:
             c = g.chains[0]
-            if c.carriers is None and (_per_frame(inputs, c)[1] > 1.0).any():
+            if c.carriers is None and _most(inputs.stretch, c, c.stretch) > 1.0:
                 msg = c.stretch_problem or "this chain cannot stretch: set Stretch to 1"
         if msg:
             for c in g.chains:
@@ -1227,6 +1229,6 @@ def _owned_stretch(groups: list[Group], inputs: Inputs) -> dict[int, list[int]]:
         if g.is_tree:
             continue
         c = g.chains[0]
-        if c.carriers is not None and ((_per_frame(inputs, c)[1] > 1.0).any() or c.index in inputs.release):
+        if c.carriers is not None and (_most(inputs.stretch, c, c.stretch) > 1.0 or c.index in inputs.release):
             owned[c.index] = c.carriers
     return owned

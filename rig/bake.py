@@ -333,7 +333,7 @@ def _read_frames(
     for n, f in enumerate(frames):
         scene.frame_set(f)
         try:
-            stack.append(read_inputs(obj, plan))  # type: ignore[arg-type]
+            stack.append(read_inputs(obj, plan, settings_now=True))  # type: ignore[arg-type]
         except ReferenceError as exc:
             raise BakeError(f"frame {f}: a target or pole was deleted during the bake ({exc})") from exc
         except AttributeError as exc:

@@ -46,9 +46,11 @@ def read_inputs(
     pose_now: F64 | None = None,
     world_now: armature.WorldMatrices | None = None,
     scale_now: NDArray[np.float32] | None = None,
+    settings_now: bool = False,
 ) -> Inputs:
     """The current (evaluated) inputs of every planned chain, as one frame (`pose_now`, `world_now`,
-    `scale_now`: the pose, world matrices and scale channels, already read)."""
+    `scale_now`: the pose, world matrices and scale channels, already read). `settings_now`: read each
+    chain's Soft and Stretch too (a bake stepping frames: they are keyable), else the plan's values hold."""
     pose = (armature.pose_matrices(obj) if pose_now is None else pose_now)[None]
     chains = [c for g in plan.groups for c in g.chains]
     with_pole = [c for c in chains if c.pole is not None]
@@ -61,11 +63,11 @@ def read_inputs(
     targets = {c.index: objects[:, k] for k, c in enumerate(chains)}
     poles = {c.index: objects[:, len(chains) + k] for k, c in enumerate(with_pole)}
     inputs = Inputs(pose, mats[None, 0], targets, poles, objects=objects)
-    # Soft and Stretch as they are now (keyable: a bake stepping frames reads them at each frame).
-    for c in chains:
-        ch = settings[c.index]
-        inputs.soft[c.index] = np.array([ch.soft])
-        inputs.stretch[c.index] = np.array([ch.stretch])
+    if settings_now:
+        for c in chains:
+            ch = settings[c.index]
+            inputs.soft[c.index] = np.array([ch.soft])
+            inputs.stretch[c.index] = np.array([ch.stretch])
     if rig_settings(obj).start_from == "REST":
         basis, loc, scale = armature.basis_parts(obj)
         inputs.basis, inputs.location, inputs.scale = basis[None], loc[None], scale[None]
