@@ -699,8 +699,8 @@ def _solve_batch(
         positions, frames, offsets, ref_local, base = _chain_arrays(work, rows, tips if with_rot else None)
         soft, limit = _chain_settings(inputs, chains, f)
         rho: F64 | None = None
-        divisors = np.ones((f, k, n))
-        if any(c.index in work.owned for c in chains):
+        divisors: F64 | None = None
+        if work.owned and any(c.index in work.owned for c in chains):
             stretched = _stretch(work, chains, positions, frames, offsets, aims, soft, limit)
             positions, offsets, rho, factors, divisors = stretched
         problem = ChainProblem(
@@ -727,7 +727,7 @@ def _solve_batch(
         )
         result = (_solver(solver, k) if f == 1 else SOLVERS[solver])(problem)
         flat = [b for row in rows for b in row]
-        if factors is not None:
+        if factors is not None and divisors is not None:
             _rescale(work, chains, rows, factors, divisors)
         work.set_bones(flat, result.frames.reshape(f, k * n, 3, 3), result.positions[:, :-1].reshape(f, k * n, 3))
         if with_rot:
