@@ -58,8 +58,24 @@ def soft_distance(distance: F64, length: F64, soft: F64) -> F64:
 
 
 def eased_distance(distance: F64, length: F64, soft: F64, stretch: F64 | None) -> F64:
-    """Where a chain of given ``length`` stretched ``stretch`` times its natural length reaches toward a
-    target ``distance`` away: ``min(d, stretch * soft_distance(d, length / stretch, soft))``."""
+    """Where a chain reaches toward a target: its eased distance, never beyond the target itself.
+
+    Parameters
+    ----------
+    distance
+        Distances ``d`` from the chains' roots to their targets.
+    length
+        The chains' given lengths (their offsets, stretched by ``stretch``).
+    soft
+        The soft fractions, as for :func:`soft_distance`.
+    stretch
+        How many times each given length exceeds the natural one, or None (1).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``min(d, stretch * soft_distance(d, length / stretch, soft))``.
+    """
     if stretch is None:
         return np.minimum(distance, soft_distance(distance, length, soft))
     natural = length / stretch
@@ -81,11 +97,23 @@ def _with_targets(problem: ChainProblem, targets: F64) -> ChainProblem:
 def solve_soft(problem: ChainProblem, solve: Callable[[ChainProblem], SolveResult]) -> SolveResult:
     """Run ``solve`` toward the eased targets of ``problem`` and measure the result against the real ones.
 
-    Chains with ``soft == 0`` are solved toward their own target, exactly as without this wrapper (and a
-    problem with no soft chain goes straight to ``solve``). For the soft chains, after solving:
-    ``residual`` is the distance to the real target, ``reached`` compares it with the tolerance, and the
-    status is ``CONVERGED`` when reached, ``UNREACHABLE`` when the real target lies beyond the chain's
-    length, ``SOFT`` when the solver reached the eased target, and the solver's own status otherwise.
+    Parameters
+    ----------
+    problem
+        The chains; ``problem.soft`` (and ``problem.stretch``) say how each chain's reach is eased.
+    solve
+        A chain solver, called once on ``problem`` with the soft chains' targets replaced by their eased
+        points (on the root-to-target line, at :func:`eased_distance`) and ``soft``/``stretch`` removed.
+
+    Returns
+    -------
+    SolveResult
+        The solver's result, with, for the soft chains: ``residual`` the distance to the real target,
+        ``reached`` that compared with the tolerance, and the status ``CONVERGED`` when reached,
+        ``UNREACHABLE`` when the real target lies beyond the chain's length, ``SOFT`` when the solver
+        reached the eased target, the solver's own status otherwise. Chains with ``soft == 0`` are solved
+        toward their own targets exactly as without this wrapper (a problem with no soft chain goes straight
+        to ``solve``).
     """
     soft = problem.soft
     if soft is None or not soft.any():

@@ -447,7 +447,7 @@ class SolveResult:
     reached
         ``(K,)`` ``residual <= tolerance``.
     status
-        ``(K,)`` int8 status code (``CONVERGED``, ``CAP``, ``STALLED``, ``UNREACHABLE``); names in
+        ``(K,)`` int8 status code (``CONVERGED``, ``CAP``, ``STALLED``, ``UNREACHABLE``, ``SOFT``); names in
         ``STATUS_NAMES``.
     """
 
