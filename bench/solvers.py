@@ -27,7 +27,11 @@ poses):
 * random vs uniform targets (per-chain early exit: a batch of random targets should cost about the
   sum of what each chain needs, not K times the slowest);
 * two-bone and tree timings;
-* the cost of joint limits vs none (:func:`bench_limits_cost`).
+* the cost of joint limits vs none (:func:`bench_limits_cost`);
+* the knee pop (:func:`knee_pop`): the target moving from 0.9 L to 1.1 L in 200 equal steps along a fixed
+  line, the largest per-step change of the knee angle over the median one, for Soft 0, 0.05 and 0.1 and for
+  Blender's own IK constraint (``bench/knee_pop_blender.py``, run in its own process on the bpy wheel).
+  ``--knee-pop`` runs this section alone.
 
 Problems are built before timing; only the solve calls are timed (best of a few repeats).
 """
@@ -37,6 +41,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import io
+import json
+import math
 import statistics
 import subprocess
 import sys
@@ -549,6 +555,73 @@ def compare(before: ModuleType, after: ModuleType, quick: bool) -> None:
         print(f"  {label + (f' [{unit}]' if unit else ''):58s} {b:10.3g} {a:10.3g} {ratio_text}")
 
 
+def knee_pop() -> None:
+    """The knee pop: largest over median per-step change of the knee angle as the target crosses full extension.
+
+    The leg of ``bench/knee_pop_blender.py`` (thigh and shin 1.0 each, knee bent forward, a pole in front),
+    the target from 0.9 L to 1.1 L in 200 equal steps along a fixed line from the hip. 1.0 would be a knee
+    turning at a constant rate; the hard law of cosines (two-bone at Soft 0) turns ever faster up to full
+    extension and then not at all.
+    """
+    steps = 200
+    head1, tail1, tail2 = np.zeros(3), np.array([0.0, 0.1, 0.995]), np.array([0.0, 0.0, 1.99])
+    up = np.array([1.0, 0.0, 0.0])
+
+    def frame(y: np.ndarray) -> np.ndarray:
+        y = y / np.linalg.norm(y)
+        z = np.cross(up, y)
+        return np.stack([np.cross(y, z), y, z], axis=1)
+
+    f1, f2 = frame(tail1 - head1), frame(tail2 - tail1)
+    l1, l2 = np.linalg.norm(tail1 - head1), np.linalg.norm(tail2 - tail1)
+    length = l1 + l2
+    k = steps + 1
+    direction = np.array([0.0, 0.25, 1.0]) / np.linalg.norm([0.0, 0.25, 1.0])
+    targets = np.linspace(0.9 * length, 1.1 * length, k)[:, None] * direction
+    base = dict(
+        positions=np.tile(np.stack([head1, tail1, tail2]), (k, 1, 1)),
+        frames=np.tile(np.stack([f1, f2]), (k, 1, 1, 1)),
+        offsets=np.tile(np.array([[0.0, l1, 0.0], [0.0, l2, 0.0]]), (k, 1, 1)),
+        ref_local=np.tile(np.stack([f1, f1.T @ f2]), (k, 1, 1, 1)),
+        base=np.tile(np.eye(3), (k, 1, 1)),
+        targets=targets,
+        poles=np.tile(np.array([0.0, 2.0, 1.0]), (k, 1)),
+        tolerance=1e-6,
+        max_iterations=100,
+    )
+
+    def measure(result: SolveResult) -> tuple[float, float]:
+        a = result.positions[:, 1] - result.positions[:, 0]
+        b = result.positions[:, 2] - result.positions[:, 1]
+        cos = np.einsum("ki,ki->k", a, b) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+        change = np.abs(np.diff(np.arccos(np.clip(cos, -1.0, 1.0))))
+        return float(change.max() / np.median(change)), math.degrees(float(change.max()))
+
+    print("\nKNEE POP: target 0.9 L -> 1.1 L in 200 equal steps; largest / median per-step knee change (1 = even)")
+    print(f"  {'':22s} {'soft 0':>16} {'soft 0.05':>16} {'soft 0.1':>16}")
+    for label, solver in (("two-bone", solve_two_bone), ("FABRIK", solve_fabrik), ("CCD", solve_ccd)):
+        cells = []
+        for soft in (0.0, 0.05, 0.1):
+            ratio, worst = measure(solver(ChainProblem(**base, soft=np.full(k, soft))))  # type: ignore[arg-type]
+            cells.append(f"{ratio:6.2f} ({worst:4.2f} deg)")
+        print(f"  {label:22s} " + " ".join(f"{c:>16}" for c in cells))
+    try:
+        out = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "knee_pop_blender.py")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        blender = json.loads(out.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
+        print(f"  Blender's IK constraint: not measured ({exc})")
+        return
+    label = "Blender IK " + blender["blender"].split()[0]
+    cell = f"{blender['pop']:6.2f} ({blender['max_step_deg']:4.2f} deg)"
+    print(f"  {label:22s} {cell:>16}  (its IK constraint has no soft option)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats (well under a minute)")
@@ -556,7 +629,11 @@ def main() -> None:
         "--before", default=BEFORE_REV, help=f"git revision to compare against (default {BEFORE_REV}; 'none' to skip)"
     )
     parser.add_argument("--compare-only", action="store_true", help="only the before/after table")
+    parser.add_argument("--knee-pop", action="store_true", help="only the knee pop (soft IK vs Blender's IK)")
     args = parser.parse_args()
+    if args.knee_pop:
+        knee_pop()
+        return
     repeats = 2 if args.quick else 3
     ks = [1, 10, 100, 1000]
     ns = [10] if args.quick else [2, 10, 50]
@@ -592,6 +669,7 @@ def main() -> None:
     random_vs_uniform(1000, 10, repeats)
     two_bone_and_tree(repeats)
     bench_limits_cost(repeats)
+    knee_pop()
 
 
 if __name__ == "__main__":

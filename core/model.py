@@ -10,6 +10,10 @@ from numpy.typing import NDArray
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
+# Bone.inherit_scale, as codes (`Skeleton.inherit_scale`): how a bone takes its parent's scale.
+INHERIT_SCALE = ("FULL", "FIX_SHEAR", "ALIGNED", "AVERAGE", "NONE", "NONE_LEGACY")
+FULL, FIX_SHEAR, ALIGNED, AVERAGE, NONE, NONE_LEGACY = range(6)
+
 
 @dataclass(frozen=True)
 class Skeleton:
@@ -27,6 +31,8 @@ class Skeleton:
     connected: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # (B,) the bone inherits its parent's rotation and full scale (what carrying a subtree rigidly assumes).
     inherits: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # (B,) Bone.inherit_scale as codes (FULL, ALIGNED, NONE, ...; empty: every bone FULL).
+    inherit_scale: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     # Names, rest data and flags as read (see `_structure`): equal keys mean equal skeletons.
     key: bytes = b""
 
@@ -37,6 +43,12 @@ class Skeleton:
             out.append(p)
             p = int(self.parent[p])
         return out
+
+    def scale_modes(self) -> I64:
+        """(B,) `inherit_scale` codes, FULL for every bone when they were not read."""
+        if self.inherit_scale.shape[0] == len(self.names):
+            return self.inherit_scale
+        return np.zeros(len(self.names), dtype=np.int64)
 
 
 @dataclass
@@ -58,6 +70,14 @@ class ChainPlan:
     # its matrix from the working pose, so a control bone hanging below a chain solved first follows it.
     target_local: int = -1
     pole_local: int = -1
+
+    soft: float = 0.0  # the chain's Soft (0 = off) as set now; `Inputs.soft` holds it per frame when animated
+    stretch: float = 1.0  # the chain's Stretch (1 = off) as set now; `Inputs.stretch` per frame
+    # For each bone the chain solves (root first; without the tip with Use Target Rotation), the bone whose
+    # Y scale channel carries its stretch: itself (the root, and bones that do not inherit scale) or, for a
+    # bone with Inherit Scale 'Aligned', its parent's carrier. None when the chain cannot stretch.
+    carriers: list[int] | None = None
+    stretch_problem: str = ""  # why the chain cannot stretch (its message when Stretch is above 1)
 
     def label(self, role: str) -> str:
         """The target or pole as messages name it, quoted: 'Empty' or 'Rig' bone 'IK-hand'."""
@@ -146,6 +166,7 @@ class ChainOutcome:
     status: str = ""
     residuals: F64 | None = None  # (F,) world units, per frame
     iteration_counts: F64 | None = None  # (F,)
+    stretch: float = 1.0  # the largest factor the chain's bones were lengthened by (1: not stretched)
 
 
 @dataclass
@@ -169,7 +190,8 @@ class Inputs:
     poles: dict[int, F64]  # chain index -> (F,4,4) world matrices (chains with a pole only)
     # chain index -> (F,) pole angles (radians) of chains with a pole and a pole angle (absent: 0).
     pole_angles: dict[int, F64] = field(default_factory=dict)
-    # Only for start_from='REST': (F,B,4,4) matrix_basis, (F,B,3) location and scale channels.
+    # Only for start_from='REST': (F,B,4,4) matrix_basis, (F,B,3) location and scale channels. `scale` is
+    # also read for 'CURRENT' when chains stretch (their bones' Y scale channel holds the last stretch).
     basis: F64 | None = None
     location: F64 | None = None
     scale: F64 | None = None
@@ -178,6 +200,12 @@ class Inputs:
     # True when pose, world, basis, location and scale are the same in every frame (the bake's fast read:
     # the armature is not animated). Work on them is then done once and repeated.
     static: bool = False
+    # Per chain index, (F,) Soft and Stretch values when read per frame (animated); else `ChainPlan`'s.
+    soft: dict[int, F64] = field(default_factory=dict)
+    stretch: dict[int, F64] = field(default_factory=dict)
+    # Chains with Stretch 1 whose bones still hold a stretch this session wrote: it is divided out, and their
+    # Y scale goes back to 1 (the rig layer knows what it wrote).
+    release: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -189,3 +217,7 @@ class Solved:
     # (F, B, 4, 4) armature-space pose of every bone after the solve (bones below solved ones carried along),
     # when asked for (`solve_inputs(final_pose=True)`): where objects parented to these bones will be.
     pose: F64 | None = None
+    # Bones whose Y scale channel a stretching chain sets, and the values, (F, len(scale_bones)). Only
+    # chains that stretch in some frame, or whose bones hold a stretch to undo, are listed.
+    scale_bones: list[int] = field(default_factory=list)
+    scale_y: F64 = field(default_factory=lambda: np.zeros((0, 0)))

@@ -19,10 +19,15 @@ from numpy.typing import NDArray
 
 from ..solvers import ccd, fabrik, tree, two_bone
 from ..solvers.limits import JointLimits
+from ..solvers.soft import soft_distance
 from ..solvers.types import STATUS_NAMES, ChainProblem, SolveResult, TreeProblem
 from . import convert
 from .model import (
+    ALIGNED,
+    AVERAGE,
     CHANNEL_NAMES,
+    FIX_SHEAR,
+    FULL,
     BoneLimits,
     ChainOutcome,
     ChainPlan,
@@ -37,6 +42,7 @@ from .model import (
 )
 
 F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
 Channels = dict[str, NDArray[np.float32]]
 
 SOLVERS: dict[str, Callable[[ChainProblem], SolveResult]] = {
@@ -91,16 +97,72 @@ def stack_inputs(frames: Sequence[Inputs]) -> Inputs:
         basis=cat("basis"),
         location=cat("location"),
         scale=cat("scale"),
+        soft={k: np.concatenate([f.soft[k] for f in frames]) for k in frames[0].soft},
+        stretch={k: np.concatenate([f.stretch[k] for f in frames]) for k in frames[0].stretch},
+        release=set().union(*(f.release for f in frames)),
     )
 
 
-def rest_start_pose(sk: Skeleton, plan: Plan, inputs: Inputs, groups: Sequence[Group] | None = None) -> F64:
+def child_pose(parent: F64, rel: F64, modes: I64) -> F64:
+    """(F, n, 4, 4) poses of n bones from their parents' poses and their matrices relative to them (rest
+    relative to the parent @ basis), inheriting scale as Blender does for each `inherit_scale` code in `modes`.
+
+    The head always follows the whole parent matrix. 'Full' takes the parent's matrix as it is; 'None' and
+    'None (Legacy)' only its rotation; 'Aligned' its rotation, and its per-axis scale on the child's own axes;
+    'Average' its rotation and its volume scale. 'Fix Shear' is taken as 'Full' (the same for a parent without
+    non-uniform scale). Checked against the bpy wheel for parents that are not sheared.
+    """
+    out: F64 = parent @ rel
+    other = (modes != FULL) & (modes != FIX_SHEAR)
+    if not other.any():
+        return out
+    p3 = parent[:, other, :3, :3]
+    rot, scale = convert.rotation_parts(p3)
+    m3 = rot @ rel[:, other, :3, :3]
+    kind = modes[other]
+    aligned, average = kind == ALIGNED, kind == AVERAGE
+    if aligned.any():
+        m3[:, aligned] *= scale[:, aligned, None, :]
+    if average.any():
+        m3[:, average] *= np.cbrt(np.abs(np.linalg.det(p3[:, average])))[..., None, None]
+    out[:, other, :3, :3] = m3
+    return out
+
+
+def child_relative(parent: F64, child: F64, modes: I64) -> F64:
+    """The inverse of `child_pose`: (F, n, 4, 4) matrices relative to the parents that give `child`."""
+    rel: F64 = np.linalg.inv(parent) @ child
+    other = (modes != FULL) & (modes != FIX_SHEAR)
+    if not other.any():
+        return rel
+    p3 = parent[:, other, :3, :3]
+    rot, scale = convert.rotation_parts(p3)
+    r3 = np.swapaxes(rot, -1, -2) @ child[:, other, :3, :3]
+    kind = modes[other]
+    aligned, average = kind == ALIGNED, kind == AVERAGE
+    if aligned.any():
+        r3[:, aligned] /= scale[:, aligned, None, :]
+    if average.any():
+        r3[:, average] /= np.cbrt(np.abs(np.linalg.det(p3[:, average])))[..., None, None]
+    rel[:, other, :3, :3] = r3
+    return rel
+
+
+def rest_start_pose(
+    sk: Skeleton,
+    plan: Plan,
+    inputs: Inputs,
+    groups: Sequence[Group] | None = None,
+    unit_y: Sequence[int] = (),
+) -> F64:
     """The pose a REST-start solve begins from, independent of the chain bones' current rotations.
 
     Chain bones (of `groups`, default every planned group) get their rest orientation (keeping their
     location and scale channels) and everything below them follows by forward kinematics from rest data and
-    channels. Nothing here depends on how the chain bones are rotated now, so re-baking over earlier baked
-    keys gives bit-identical results. Bones of groups left out keep their channels (the pose Blender shows).
+    channels (each bone inheriting scale as its Inherit Scale says, `child_pose`). Nothing here depends on
+    how the chain bones are rotated now, so re-baking over earlier baked keys gives bit-identical results.
+    Bones of groups left out keep their channels (the pose Blender shows). `unit_y`: bones whose Y scale
+    channel is taken as 1 (the bones of stretching chains: their stretch is the solve's to set).
     """
     assert inputs.basis is not None and inputs.location is not None and inputs.scale is not None
     pose = inputs.pose.copy()
@@ -118,12 +180,17 @@ def rest_start_pose(sk: Skeleton, plan: Plan, inputs: Inputs, groups: Sequence[G
         location = location.copy()
         location[:, sk.connected] = 0.0
     chain_idx = np.array(sorted(chain_bones), dtype=np.int64)
+    scale = inputs.scale
+    if len(unit_y):
+        scale = scale.copy()
+        scale[:, np.asarray(unit_y, dtype=np.int64), 1] = 1.0
     # Chain bones: translation and scale from the channels, rotation dropped (rest orientation).
     ts = np.zeros((inputs.pose.shape[0], len(chain_idx), 4, 4))
-    ts[:, :, 0, 0], ts[:, :, 1, 1], ts[:, :, 2, 2] = (inputs.scale[:, chain_idx, i] for i in range(3))
+    ts[:, :, 0, 0], ts[:, :, 1, 1], ts[:, :, 2, 2] = (scale[:, chain_idx, i] for i in range(3))
     ts[:, :, :3, 3] = location[:, chain_idx]
     ts[:, :, 3, 3] = 1.0
     local[:, chain_idx] = ts
+    modes = sk.scale_modes()
     for d in range(int(sk.depth.max(initial=0)) + 1):
         idx = np.flatnonzero(affected & (sk.depth == d))
         if idx.size == 0:
@@ -134,7 +201,7 @@ def rest_start_pose(sk: Skeleton, plan: Plan, inputs: Inputs, groups: Sequence[G
         if roots.any():
             pose[:, idx[roots]] = rel[:, roots]
         if (~roots).any():
-            pose[:, idx[~roots]] = pose[:, par[~roots]] @ rel[:, ~roots]
+            pose[:, idx[~roots]] = child_pose(pose[:, par[~roots]], rel[:, ~roots], modes[idx[~roots]])
     return pose
 
 
@@ -315,6 +382,13 @@ class _Work:
     scale: F64  # (F,B,3) column scales, kept as they are
     lengths: F64  # (B,) rest bone lengths
     solved: set[int] = field(default_factory=set)  # bones set by a solve (their rotations are in `rot`)
+    # Stretching: chain index -> the carrier of each bone it solves (`ChainPlan.carriers`), for the chains
+    # that own their bones' Y scale in this solve; (F, B) the Y scale channels as the working pose has them.
+    owned: dict[int, list[int]] = field(default_factory=dict)
+    channel_y: F64 | None = None
+    held_y: F64 | None = None  # (F, B) the Y scale channels as read (a 'Rest' start takes them as 1 above)
+    rescaled: set[int] = field(default_factory=set)  # solved bones whose scale the solve changed (stretch)
+    scale_out: dict[int, F64] = field(default_factory=dict)  # carrier bone -> (F,) Y scale channel to write
 
     def tails(self, bones: Sequence[int]) -> F64:
         """(F, len(bones), 3) tail positions."""
@@ -351,7 +425,9 @@ class _Work:
         Each carried bone keeps its transform relative to its parent as Blender evaluated it, so a whole
         subtree below its nearest solved ancestor `a` moves rigidly with `a`: by D = new_a @ old_a^-1.
         Solved bones keep their scale, so D is a rotation plus a translation (no matrix inverse), and one
-        product per carried bone does it, whatever the depth.
+        product per carried bone does it, whatever the depth. Below a bone a stretching chain rescaled, the
+        subtree is rebuilt level by level instead (`_carry_rescaled`), each bone inheriting the new scale as
+        its Inherit Scale says.
         """
         sk = self.sk
         solved = self.solved
@@ -363,6 +439,13 @@ class _Work:
         every = np.flatnonzero(anchor >= 0)
         if every.size == 0:
             return
+        if self.rescaled:
+            below = np.isin(anchor[every], np.fromiter(self.rescaled, dtype=np.int64))
+            if below.any():
+                self._carry_rescaled(every[below])
+                every = every[~below]
+                if every.size == 0:
+                    return
         anchors = anchor[every]
         used, which = np.unique(anchors, return_inverse=True)
         # D = [R'_a R_a^T | t'_a - R'_a R_a^T t_a] for each anchor, then new = D @ old for its subtree.
@@ -373,6 +456,21 @@ class _Work:
         self.matrices[:, every, :3, :3] = d_rot_b @ self.original[:, every, :3, :3]
         self.heads()[:, every] = np.einsum("fbij,fbj->fbi", d_rot_b, old_heads[:, every]) + d_t_b
         self.rot[:, every] = d_rot_b @ self.rot0[:, every]
+
+    def _carry_rescaled(self, bones: NDArray[np.int64]) -> None:
+        """Carry `bones` (below rescaled solved bones) level by level: each keeps its matrix relative to its
+        parent as Blender evaluated it (`child_relative`), under the parent's new pose (`child_pose`)."""
+        sk = self.sk
+        modes = sk.scale_modes()
+        for d in np.unique(sk.depth[bones]).tolist():
+            idx = bones[sk.depth[bones] == d]
+            par = sk.parent[idx]
+            rel = child_relative(self.original[:, par], self.original[:, idx], modes[idx])
+            new = child_pose(self.matrices[:, par], rel, modes[idx])
+            self.matrices[:, idx] = new
+            rot, scale = convert.rotation_parts(new[..., :3, :3])
+            self.rot[:, idx] = rot
+            self.scale[:, idx] = scale
 
 
 @dataclass
@@ -442,13 +540,21 @@ def _chain_arrays(work: _Work, rows: list[list[int]], ends: list[int] | None = N
 
 
 def _message(
-    residual: float, status: str, reached: bool, frames: int, worst: int, tip: str, fixed: bool = False
+    residual: float,
+    status: str,
+    reached: bool,
+    frames: int,
+    worst: int,
+    tip: str,
+    fixed: bool = False,
+    stretched: float = 1.0,
 ) -> str:
     """What a chain that missed its target shows: the tip bone, how far, why, and what can help.
 
     `status` is the solver's (`STATUS_NAMES`) at the worst frame, and picks the advice: only a solve that
     ran out of iterations (CAP) can be helped by more of them. `fixed`: a one-bone chain with Use Target
-    Rotation, whose only bone takes the target's orientation, so nothing is left to solve.
+    Rotation, whose only bone takes the target's orientation, so nothing is left to solve. `stretched`: the
+    factor the chain's bones were lengthened by at the worst frame.
     """
     if reached:
         return ""
@@ -459,10 +565,20 @@ def _message(
             "the target's orientation, and in a one-bone chain nothing above it moves, so its tail reaches only a "
             "target placed where that orientation points it: lengthen the chain or turn off Use Target Rotation"
         )
+    elif status == "UNREACHABLE" and stretched > 1.0:
+        message = (
+            f"target out of reach: the tip of '{tip}' stops {far} short with the chain stretched to "
+            f"{stretched:.4g}x its length (its Stretch): move the target or raise Stretch"
+        )
     elif status == "UNREACHABLE":
         message = (
             f"target out of reach: the tip of '{tip}' stops {far} short (the chain is fully extended, folded or "
             "held by a joint limit): move the target, lengthen the chain or loosen the Joint Limits"
+        )
+    elif status == "SOFT":
+        message = (
+            f"softened: the tip of '{tip}' trails the target by {far} near full extension (Soft eases the reach "
+            "there instead of snapping the chain straight): set Soft to 0, or raise Stretch to reach it"
         )
     elif status == "CAP":
         message = (
@@ -501,28 +617,32 @@ def _outcomes(
     tolerance: float,
     tips: Sequence[str],
     fixed: bool = False,
+    stretch: F64 | None = None,
 ) -> list[ChainOutcome]:
     """`_outcome` for K chains at once: (F, K) residuals, iterations and status codes -> K outcomes.
 
-    `tips`: the K tip bones' names; `fixed`: one-bone chains with Use Target Rotation (see `_message`).
+    `tips`: the K tip bones' names; `fixed`: one-bone chains with Use Target Rotation (see `_message`);
+    `stretch`: (F, K) factors the chains' bones were lengthened by (None: not stretched).
     """
     f, k = residuals.shape
     if f == 1:
         # Live solving (one frame): the same answers from Python floats, without a dozen numpy calls per batch.
         limit = tolerance * (1.0 + 1e-6)
         res, its, names = residuals[0].tolist(), iterations[0].tolist(), [STATUS_NAMES[c] for c in codes[0].tolist()]
+        factors = [1.0] * k if stretch is None else stretch[0].tolist()
         return [
             ChainOutcome(
                 True,
-                _message(r, name, r <= limit, 1, 0, tip, fixed),
+                _message(r, name, r <= limit, 1, 0, tip, fixed, fs),
                 it,
                 r,
                 r <= limit,
                 name,
                 residuals[:, j],
                 iterations[:, j],
+                fs,
             )
-            for j, (r, it, name, tip) in enumerate(zip(res, its, names, tips, strict=True))
+            for j, (r, it, name, tip, fs) in enumerate(zip(res, its, names, tips, factors, strict=True))
         ]
     cols = np.arange(k)
     worst = np.argmax(residuals, axis=0)
@@ -531,16 +651,19 @@ def _outcomes(
     status = [STATUS_NAMES[c] for c in codes[worst, cols].tolist()]
     mean_its = iterations.mean(axis=0).tolist()
     worst_l = worst.tolist()
+    at_worst = [1.0] * k if stretch is None else stretch[worst, cols].tolist()
+    most = [1.0] * k if stretch is None else stretch.max(axis=0).tolist()
     return [
         ChainOutcome(
             True,
-            _message(worst_res[j], status[j], reached[j], f, worst_l[j], tips[j], fixed),
+            _message(worst_res[j], status[j], reached[j], f, worst_l[j], tips[j], fixed, at_worst[j]),
             mean_its[j],
             worst_res[j],
             reached[j],
             status[j],
             residuals[:, j],
             iterations[:, j],
+            most[j],
         )
         for j in range(k)
     ]
@@ -629,12 +752,19 @@ def _solve_batch(
         aims = goals - np.einsum("fkij,fkj->fki", tip_rot, tip_off)
     k = len(chains)
     result: SolveResult | None = None
+    factors: F64 | None = None  # (F, K) how much each chain's bones were lengthened (stretching chains only)
     if rows[0]:
         n = len(rows[0])
         positions, frames, offsets, ref_local, base = _chain_arrays(work, rows, tips if with_rot else None)
+        soft, limit = _chain_settings(inputs, chains, f)
+        rho: F64 | None = None
+        divisors: F64 | None = None
+        if work.owned and any(c.index in work.owned for c in chains):
+            stretched = _stretch(work, chains, positions, frames, offsets, aims, soft, limit)
+            positions, offsets, rho, factors, divisors = stretched
         limits = _tile_limits(_cached_limits(snap, rows), f)
         tolerance = float(settings.tolerance) / float(space.scale.min())
-        if f == 1:
+        if f == 1 and rho is None and not soft.any():
             # One live frame: every array was built here from checked inputs (`check_inputs`, the limit and
             # scale checks), and the full problem checks would cost as much as the scalar solve itself.
             problem = ChainProblem.trusted(
@@ -667,12 +797,16 @@ def _solve_batch(
                 # different solutions (2 iterations here, 3 there) and the keys jitter; every frame running
                 # until the slowest converges keeps the result a continuous function of its target.
                 uniform_iterations=smooth and f > 1,
+                soft=soft.reshape(f * k) if soft.any() else None,
+                stretch=rho.reshape(f * k) if rho is not None else None,
                 # Every frame here comes from `convert.rotation_parts` (Gram-Schmidt in float64), a solver's
                 # output, or products of those: rotations to float64 rounding, so the solver need not re-check.
                 exact_rotations=True,
             )
         result = (_solver(solver, k) if f == 1 else SOLVERS[solver])(problem)
         flat = [b for row in rows for b in row]
+        if factors is not None and divisors is not None:
+            _rescale(work, chains, rows, factors, divisors)
         work.set_bones(flat, result.frames.reshape(f, k * n, 3, 3), result.positions[:, :-1].reshape(f, k * n, 3))
         if with_rot:
             tip_heads = result.positions[:, -1].reshape(f, k, 3)
@@ -685,9 +819,124 @@ def _solve_batch(
         its, codes = np.zeros((f, k)), np.zeros((f, k), dtype=np.int8)  # code 0: CONVERGED
     tip_names = [work.sk.names[b] for b in tips]
     # A one-bone chain with Use Target Rotation has no bone left to solve (`result` is None): its own message.
-    outcomes = _outcomes(residuals, its, codes, float(settings.tolerance), tip_names, fixed=result is None)
+    outcomes = _outcomes(residuals, its, codes, float(settings.tolerance), tip_names, result is None, factors)
     for c, outcome in zip(chains, outcomes, strict=True):
         report.outcomes[c.index] = outcome
+
+
+def _chain_settings(inputs: Inputs, chains: Sequence[ChainPlan], f: int) -> tuple[F64, F64]:
+    """(F, K) Soft and Stretch of each chain in each frame: as read per frame, else as planned."""
+    if not inputs.soft and not inputs.stretch:
+        # As planned (live solving: the plan is rebuilt when a value changes): the same in every frame.
+        soft = np.array([[c.soft for c in chains]]).repeat(f, axis=0)
+        stretch = np.array([[c.stretch for c in chains]]).repeat(f, axis=0)
+    else:
+        soft = np.empty((f, len(chains)))
+        stretch = np.empty((f, len(chains)))
+        for j, c in enumerate(chains):
+            soft[:, j] = inputs.soft.get(c.index, c.soft)
+            stretch[:, j] = inputs.stretch.get(c.index, c.stretch)
+    # The property's own range, for values set from a script: soft below 0 is off, at or above 1 meaningless.
+    return np.clip(np.nan_to_num(soft), 0.0, 0.5), np.maximum(np.nan_to_num(stretch, nan=1.0, posinf=1.0), 1.0)
+
+
+def _length_ratio(offsets: F64, factor: F64) -> F64:
+    """(...,) how many times longer chains of `offsets` (..., N, 3) get when every bone's Y is scaled by
+    `factor` (...,): exactly `factor` for connected bones (offsets along Y), less for sideways offsets."""
+    a = offsets[..., 0] ** 2 + offsets[..., 2] ** 2
+    b = offsets[..., 1] ** 2
+    natural = np.sqrt(a + b).sum(axis=-1)
+    ratio: F64 = np.sqrt(a + factor[..., None] ** 2 * b).sum(axis=-1) / natural
+    return ratio
+
+
+def _factor_for(offsets: F64, ratio: F64) -> F64:
+    """(...,) the Y scale that makes chains of `offsets` `ratio` times longer (`_length_ratio`'s inverse):
+    Newton's method on the convex, increasing length from `ratio` itself (exact for connected bones)."""
+    a = offsets[..., 0] ** 2 + offsets[..., 2] ** 2
+    b = offsets[..., 1] ** 2
+    goal = ratio * np.sqrt(a + b).sum(axis=-1)
+    x = ratio.copy()
+    moving = ratio > 1.0
+    if not moving.any():
+        return x
+    for _ in range(8):
+        r = np.sqrt(a + x[..., None] ** 2 * b)
+        slope = (x[..., None] * b / np.maximum(r, 1e-300)).sum(axis=-1)
+        step = (r.sum(axis=-1) - goal) / np.maximum(slope, 1e-300)
+        x = np.where(moving & (slope > 0.0), x - step, x)
+    return np.maximum(x, 1.0)
+
+
+def _stretch(
+    work: _Work,
+    chains: Sequence[ChainPlan],
+    positions: F64,
+    frames: F64,
+    offsets: F64,
+    aims: F64,
+    soft: F64,
+    limit: F64,
+) -> tuple[F64, F64, F64, F64, F64]:
+    """Lengthen the bones of the stretching chains of a batch by just enough for their tips to reach.
+
+    Each owned chain's bones are first brought back to their natural length (the Y scale a previous solve
+    gave them divided out: `work.channel_y` of their carriers). The chain then stretches by the factor that
+    takes its natural soft reach to the target, `d / soft(d)` (`solvers.soft`; with Soft 0, `d / L` beyond
+    full extension), up to its Stretch: the shape follows the soft curve and the tip reaches; past the limit
+    the tip trails (and beyond Stretch x L the chain is straight at full stretch). The solver gets the
+    stretched offsets, the warm start rebuilt on them, and the factor (`ChainProblem.stretch`) that keeps the
+    soft curve the natural chain's.
+
+    Returns positions and offsets (F*K rows, as given, stretched where owned), the solver's stretch `rho`
+    (F*K,), and (F, K) Y scale factors and (F, K, N) divisors (the bones' previous stretch).
+    """
+    f = work.matrices.shape[0]
+    k, n = len(chains), offsets.shape[1]
+    off = offsets.reshape(f, k, n, 3).copy()
+    divisors = np.ones((f, k, n))
+    owned = np.zeros(k, dtype=bool)
+    for j, c in enumerate(chains):
+        carriers = work.owned.get(c.index)
+        if carriers is not None:
+            owned[j] = True
+            if work.channel_y is not None:
+                divisors[:, j] = work.channel_y[:, carriers]
+    off[..., 1] /= divisors
+    root = positions.reshape(f, k, n + 1, 3)[:, :, 0]
+    distance = np.linalg.norm(aims - root, axis=-1)
+    natural = np.linalg.norm(off, axis=-1).sum(axis=-1)  # (F, K)
+    eased = np.minimum(soft_distance(distance, natural, soft), natural)
+    need = distance / np.maximum(eased, 1e-300)
+    rho = np.where(owned[None], np.clip(need, 1.0, _length_ratio(off, limit)), 1.0)
+    factors = _factor_for(off, rho)
+    factors[:, ~owned] = 1.0
+    off[..., 1] *= factors[..., None]
+    # The warm start on the new lengths: joints from the current frames and the stretched offsets.
+    pos = positions.reshape(f, k, n + 1, 3).copy()
+    steps = np.einsum("fknij,fknj->fkni", frames.reshape(f, k, n, 3, 3)[:, owned], off[:, owned])
+    pos[:, owned, 1:] = root[:, owned, None] + np.cumsum(steps, axis=2)
+    stretched = offsets.reshape(f, k, n, 3).copy()
+    stretched[:, owned] = off[:, owned]
+    return pos.reshape(f * k, n + 1, 3), stretched.reshape(f * k, n, 3), rho.reshape(f * k), factors, divisors
+
+
+def _rescale(work: _Work, chains: Sequence[ChainPlan], rows: list[list[int]], factors: F64, divisors: F64) -> None:
+    """Give the bones of stretching chains their new Y scale in the working pose and note what to write:
+    the carriers' Y scale channel, for chains that stretch in some frame or held a stretch to undo."""
+    for j, c in enumerate(chains):
+        carriers = work.owned.get(c.index)
+        if carriers is None:
+            continue
+        bones = np.asarray(rows[j], dtype=np.int64)
+        ratio = factors[:, j, None] / divisors[:, j]  # (F, N): new over previous stretch
+        if (ratio != 1.0).any():
+            work.scale[:, bones, 1] *= ratio
+            work.rescaled.update(rows[j])
+        held = divisors[:, j] if work.held_y is None else work.held_y[:, carriers]
+        if (factors[:, j] != 1.0).any() or (held != 1.0).any():
+            for b in dict.fromkeys(carriers):
+                work.scale_out[b] = factors[:, j].copy()
 
 
 def _solve_tree(
@@ -960,7 +1209,9 @@ def solve(
     f = inputs.pose.shape[0]
     # Chains whose limits the solver would refuse are dropped before the start pose is built: their bones
     # keep Blender's pose there, and chains below them are solved on it (see `_solve_levels`).
-    limited = _limit_checked_groups(snap, report)
+    limited = _soft_checked_groups(_limit_checked_groups(snap, report), inputs, report)
+    owned = _owned_stretch(limited, inputs)
+    unit_y = list(dict.fromkeys(b for carriers in owned.values() for b in carriers))
     if inputs.static and f > 1:
         # The same start in every frame: work it out for one frame and repeat it.
         first = replace(
@@ -971,13 +1222,22 @@ def solve(
             scale=_first(inputs.scale),
             static=False,
         )
-        pose1 = rest_start_pose(sk, plan, first, limited) if first.basis is not None else first.pose
+        pose1 = rest_start_pose(sk, plan, first, limited, unit_y) if first.basis is not None else first.pose
         rot1, sc1 = convert.rotation_parts(pose1[:, :, :3, :3])
         pose, rot, sc = (np.repeat(a, f, axis=0) for a in (pose1, rot1, sc1))
     else:
-        pose = rest_start_pose(sk, plan, inputs, limited) if inputs.basis is not None else inputs.pose
+        pose = rest_start_pose(sk, plan, inputs, limited, unit_y) if inputs.basis is not None else inputs.pose
         rot, sc = convert.rotation_parts(pose[:, :, :3, :3])
     work = _Work(sk=sk, original=pose, matrices=pose.copy(), rot=rot, rot0=rot.copy(), scale=sc, lengths=lengths)
+    if owned:
+        work.owned = owned
+        if inputs.scale is not None:
+            # The stretch a previous solve left in the carriers' Y scale (a 'Rest' start takes it as 1).
+            channel_y = np.broadcast_to(inputs.scale[..., 1], (f, len(sk.names))).copy()
+            work.held_y = channel_y.copy()
+            if inputs.basis is not None:
+                channel_y[:, unit_y] = 1.0
+            work.channel_y = channel_y
     groups = _usable_groups(snap, limited, inputs, sc, report, channels)
     kept = {id(g) for g in groups}
     dropped = [g for g in limited if id(g) not in kept]
@@ -996,4 +1256,60 @@ def solve(
     frames = work.rot[:, order]  # (F, n, 3, 3)
     parent_frames = work.parent_rot(bones)
     basis = local_rotations(frames, parent_frames, sk.rest_rel[bones][None])
-    return Solved(bones, basis, work.matrices if final_pose else None)
+    out = Solved(bones, basis, work.matrices if final_pose else None)
+    if work.scale_out:
+        out.scale_bones = list(work.scale_out)
+        out.scale_y = np.stack(list(work.scale_out.values()), axis=1)
+    return out
+
+
+def _most(values: dict[int, F64], c: ChainPlan, planned: float) -> float:
+    """A chain's largest Soft or Stretch over the frames: as read per frame when it was, else as planned."""
+    read = values.get(c.index)
+    return planned if read is None else float(np.max(read))
+
+
+def _soft_checked_groups(groups: list[Group], inputs: Inputs, report: RigReport) -> list[Group]:
+    """The groups soft and stretch can be solved for; the chains of the others are reported invalid.
+
+    Trees (chains that share bones) take neither: their shared bones have no one root-to-target line to
+    ease along, nor one factor to stretch by. A chain whose bones cannot stretch (`ChainPlan.stretch_problem`)
+    is refused in the frames it would. Checked on the per-frame values, so an animated Soft or Stretch is
+    caught in a bake as well as live (where the plan checks the current values first).
+    """
+    ok = []
+    for g in groups:
+        msg = ""
+        if g.is_tree:
+            uses = [
+                c for c in g.chains if _most(inputs.soft, c, c.soft) > 0.0 or _most(inputs.stretch, c, c.stretch) > 1.0
+            ]
+            if uses:
+                names = ", ".join(f"'{c.name}'" for c in uses)
+                msg = (
+                    "Soft and Stretch work on single chains, and this chain shares bones with others (a tree, "
+                    f"solved as one): set Soft to 0 and Stretch to 1 on {names}"
+                )
+        else:
+            c = g.chains[0]
+            if c.carriers is None and _most(inputs.stretch, c, c.stretch) > 1.0:
+                msg = c.stretch_problem or "this chain cannot stretch: set Stretch to 1"
+        if msg:
+            for c in g.chains:
+                report.outcomes[c.index] = ChainOutcome(False, msg)
+        else:
+            ok.append(g)
+    return ok
+
+
+def _owned_stretch(groups: list[Group], inputs: Inputs) -> dict[int, list[int]]:
+    """Chain index -> carriers, for the chains that own their bones' Y scale in this solve: those whose
+    Stretch is above 1 in some frame, and those with a stretch of ours to undo (`Inputs.release`)."""
+    owned = {}
+    for g in groups:
+        if g.is_tree:
+            continue
+        c = g.chains[0]
+        if c.carriers is not None and (_most(inputs.stretch, c, c.stretch) > 1.0 or c.index in inputs.release):
+            owned[c.index] = c.carriers
+    return owned

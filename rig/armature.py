@@ -15,7 +15,7 @@ from mathutils import Euler, Matrix
 from numpy.typing import NDArray
 
 from ..core import convert
-from ..core.model import Skeleton
+from ..core.model import INHERIT_SCALE, Skeleton
 from . import cache
 
 F64 = NDArray[np.float64]
@@ -34,11 +34,17 @@ def _matrices(collection: bpy.types.bpy_prop_collection, attr: str, n: int) -> F
     return _raw_matrices(collection, attr, n).reshape(n, 4, 4).transpose(0, 2, 1).astype(np.float64)
 
 
-# Blender's enum value of Bone.inherit_scale 'FULL' (foreach_get reads enums as their integer values).
-_FULL_SCALE = bpy.types.Bone.bl_rna.properties["inherit_scale"].enum_items["FULL"].value  # type: ignore[attr-defined]
+# Blender's enum values of Bone.inherit_scale (foreach_get reads enums as their integer values) -> our codes.
+_SCALE_ITEMS = bpy.types.Bone.bl_rna.properties["inherit_scale"].enum_items  # type: ignore[attr-defined]
+_FULL_SCALE = _SCALE_ITEMS["FULL"].value
+_SCALE_CODE = {
+    item.value: INHERIT_SCALE.index(item.identifier) for item in _SCALE_ITEMS if item.identifier in INHERIT_SCALE
+}
 
 
-def _structure(arm: bpy.types.Armature, n: int) -> tuple[bytes, NDArray[np.float32], NDArray[np.int8]]:
+def _structure(
+    arm: bpy.types.Armature, n: int
+) -> tuple[bytes, NDArray[np.float32], NDArray[np.int8], NDArray[np.int32]]:
     """Everything of the bones a solve depends on besides the pose, as one key, read in a few bulk calls.
 
     Names, rest matrices, lengths (a length change keeps matrix_local), connection and inheritance flags:
@@ -56,7 +62,8 @@ def _structure(arm: bpy.types.Armature, n: int) -> tuple[bytes, NDArray[np.float
     bones.foreach_get("inherit_scale", scale_mode)
     flags[2] = scale_mode == _FULL_SCALE
     names = "\0".join(bones.keys()).encode()
-    return b"".join((names, raw.tobytes(), lengths.tobytes(), flags.tobytes())), raw, flags
+    key = b"".join((names, raw.tobytes(), lengths.tobytes(), flags.tobytes(), scale_mode.tobytes()))
+    return key, raw, flags, scale_mode
 
 
 def skeleton(obj: bpy.types.Object) -> Skeleton:
@@ -65,7 +72,7 @@ def skeleton(obj: bpy.types.Object) -> Skeleton:
     assert isinstance(arm, bpy.types.Armature)
     pose_bones = obj.pose.bones
     n = len(pose_bones)
-    key, raw, flags = _structure(arm, n)
+    key, raw, flags, scale_mode = _structure(arm, n)
     ptr = arm.as_pointer()
     cached = cache.skeletons.get(ptr)
     if cached is not None and cached[0] == key:
@@ -105,6 +112,7 @@ def skeleton(obj: bpy.types.Object) -> Skeleton:
         data_order=perm,
         connected=flags[0][perm] != 0,
         inherits=(flags[1][perm] != 0) & (flags[2][perm] != 0),
+        inherit_scale=np.array([_SCALE_CODE.get(int(v), 0) for v in scale_mode[perm].tolist()], dtype=np.int64),
         key=key,
     )
     cache.skeletons[ptr] = (key, sk)
@@ -136,6 +144,14 @@ def basis_parts(obj: bpy.types.Object) -> tuple[F64, F64, F64]:
         pose_bones.foreach_get(attr, buf)
         out.append(buf.reshape(n, 3).astype(np.float64))
     return basis, out[0], out[1]
+
+
+def scale_locks(obj: bpy.types.Object) -> bytes:
+    """Every pose bone's scale locks, as bytes (a stretching chain cannot stretch a bone locked in Y)."""
+    pose_bones = obj.pose.bones
+    buf = np.empty(len(pose_bones) * 3, dtype=np.bool_)
+    pose_bones.foreach_get("lock_scale", buf)
+    return buf.tobytes()
 
 
 class WorldMatrices:
@@ -318,6 +334,23 @@ def rotations_to_channels(
             channels[attr][b[moved]] = new[moved]
             changed.add(attr)
     return changed
+
+
+def scale_to_channels(bones: list[int], values: F64, channels: Channels) -> set[str]:
+    """Put the Y scale `values` (n,) of `bones` into `channels['scale']`, X and Z untouched.
+
+    Returns {'scale'} when a value moved by more than rounding (as rotations, see `_moved`), else nothing:
+    a chain that does not stretch leaves the scale channels byte-identical.
+    """
+    if not bones:
+        return set()
+    idx = np.asarray(bones, dtype=np.int64)
+    old = channels["scale"][idx, 1]
+    moved = _moved(np.asarray(values, dtype=np.float64)[:, None], old[:, None])
+    if not moved.any():
+        return set()
+    channels["scale"][idx[moved], 1] = np.asarray(values, dtype=np.float64)[moved]
+    return {"scale"}
 
 
 # Up to this many bones (a live update of a few chains) the conversion runs per bone in mathutils (Blender's own

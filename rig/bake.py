@@ -17,10 +17,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..core import convert
-from . import anim, armature, fastread, live
+from . import anim, armature, cache, fastread, live
 from .compat import is_bone_selected
 from .props import rig_settings
-from .solve import Inputs, check_inputs, prepare, read_inputs, solve_inputs, stack_inputs
+from .solve import Inputs, check_inputs, prepare, read_inputs, solve_inputs, stack_inputs, stretch_release
 
 F64 = NDArray[np.float64]
 Progress = Callable[[float, str], None]
@@ -262,6 +262,7 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
                 f = _frame_of(broken, frames)
                 raise BakeError(f"frame {f}: {broken.split(': ', 1)[-1]}" if f is not None else broken)
             t1 = time.perf_counter()
+            inputs.release = stretch_release(obj, sk, plan, channels_before["scale"].astype(np.float64))
             solved = solve_inputs(obj, sk, plan, inputs, report, smooth=True)
             result.seconds_solve = time.perf_counter() - t1
             bad = {i: o for i, o in report.outcomes.items() if not o.valid}
@@ -273,6 +274,7 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
                 progress(0.9, "writing keys")
             t2 = time.perf_counter()
             result.keys_written = _write(obj, solved.bones, solved.basis, frames, channels_before, opts, snapshot)
+            result.keys_written += _write_scale(obj, solved.scale_bones, solved.scale_y, frames, opts, snapshot)
             result.seconds_write = time.perf_counter() - t2
     except BaseException as exc:
         snapshot.restore()
@@ -288,6 +290,10 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
 
     settings = rig_settings(obj)
     result.bones = [sk.names[b] for b in solved.bones]
+    # The keys hold the baked bones' stretch now: live solving has no stretch of its own left to undo there.
+    written = cache.stretched.get(obj.session_uid, {})
+    for b in solved.scale_bones:
+        written.pop(sk.names[b], None)
     for i in sorted(only):
         out = report.outcomes[i]
         res = out.residuals if out.residuals is not None else np.zeros(1)
@@ -327,7 +333,7 @@ def _read_frames(
     for n, f in enumerate(frames):
         scene.frame_set(f)
         try:
-            stack.append(read_inputs(obj, plan))  # type: ignore[arg-type]
+            stack.append(read_inputs(obj, plan, settings_now=True))  # type: ignore[arg-type]
         except ReferenceError as exc:
             raise BakeError(f"frame {f}: a target or pole was deleted during the bake ({exc})") from exc
         except AttributeError as exc:
@@ -388,4 +394,37 @@ def _write(
                 if fc is None:
                     fc = anim.new_fcurve(action, obj, path, index, pb.name)
                 count += _merge_keys(fc, times[keep], v[keep, index], opts, linear=opts.reduce)
+    return count
+
+
+def _write_scale(
+    obj: bpy.types.Object,
+    bones: list[int],
+    values: F64,
+    frames: list[int],
+    opts: BakeOptions,
+    snapshot: anim.ActionSnapshot,
+) -> int:
+    """Y scale keys (the `scale` curve's index 1) of the bones stretching chains set, (F, n) `values`.
+
+    Only the bones of chains that stretch in some baked frame (or held a stretch to undo) are listed: the
+    scale curves of every other bone, and the X and Z curves of these, are never touched.
+    """
+    if not bones:
+        return 0
+    pbs = obj.pose.bones
+    action = anim.ensure_action(obj, snapshot)
+    curves = anim.fcurve_map(action, obj)
+    times = np.asarray(frames, dtype=np.float64)
+    count = 0
+    for j, b in enumerate(bones):
+        pb = pbs[b]
+        v = values[:, j : j + 1]
+        keep = _reduce(times, v, opts.reduce_tolerance) if opts.reduce else np.ones(len(times), dtype=bool)
+        path = pb.path_from_id("scale")
+        fc = curves.get((path, 1))
+        snapshot.remember((path, 1), fc)
+        if fc is None:
+            fc = anim.new_fcurve(action, obj, path, 1, pb.name)
+        count += _merge_keys(fc, times[keep], v[keep, 0], opts, linear=opts.reduce)
     return count

@@ -46,13 +46,16 @@ skeletons: dict[int, Any] = {}
 scene_rigs: dict[int, Any] = {}
 # session_uid of armatures whose settings changed since their last live check.
 dirty: set[int] = set()
+# session_uid -> {bone name: float32 Y scale}: the stretch live solving last wrote into each bone's Y scale
+# channel (so a chain whose Stretch goes back to 1 can undo its own stretch, and only its own).
+stretched: dict[int, dict[str, float]] = {}
 
 # Derived from an armature's inputs: dropped when it must be checked afresh (`forget`).
 _DERIVED: tuple[dict[int, Any], ...] = (fingerprints, outcomes, rig_checks, roots, plans, depends, hangs)
 # Counters kept across file loads (the demo and the tests count solves over a whole session).
 _COUNTERS: tuple[dict[int, Any], ...] = (stats, checks, chain_solves)
 # Everything keyed by an armature object's session_uid.
-_PER_OBJECT: tuple[dict[int, Any], ...] = (versions, reported, *_DERIVED, *_COUNTERS)
+_PER_OBJECT: tuple[dict[int, Any], ...] = (versions, reported, stretched, *_DERIVED, *_COUNTERS)
 _TABLES: dict[str, dict[int, Any]] = {
     "versions": versions,
     "fingerprints": fingerprints,
@@ -68,6 +71,7 @@ _TABLES: dict[str, dict[int, Any]] = {
     "hangs": hangs,
     "skeletons": skeletons,
     "scene_rigs": scene_rigs,
+    "stretched": stretched,
 }
 
 

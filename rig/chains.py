@@ -11,7 +11,7 @@ import math
 import bpy
 import numpy as np
 
-from ..core.model import ChainPlan, Group, Plan, Skeleton, usable
+from ..core.model import NONE, NONE_LEGACY, ChainPlan, Group, Plan, Skeleton, usable
 from .props import ReachChain, rig_settings
 
 
@@ -169,6 +169,14 @@ def build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None
         bones = sorted({b for p in members for b in p.bones}, key=lambda b: (int(sk.depth[b]), b))
         is_tree = len(members) > 1
         if is_tree:
+            soft = [p for p in members if p.soft > 0.0 or p.stretch > 1.0]
+            if soft:
+                for p in members:
+                    plan.errors[p.index] = (
+                        "Soft and Stretch work on single chains, and chains that share bones are solved as one "
+                        "tree: set Soft to 0 and Stretch to 1 on " + ", ".join(f"'{b.name}'" for b in soft)
+                    )
+                continue
             bad = [p for p in members if p.use_target_rotation or p.weight <= 0.0]
             if bad:
                 for p in members:
@@ -219,8 +227,8 @@ def build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None
             )
     # Control bones carried with an upper group: the bones between must carry them as Blender does.
     for bones_between in control_deps.values():
-        for c_index, role, control, between in bones_between:
-            loose = next((a for a in between if not sk.inherits[a]), None)
+        for c_index, role, control, path in bones_between:
+            loose = next((a for a in path if not sk.inherits[a]), None)
             if loose is not None:
                 plan.errors.setdefault(
                     c_index,
@@ -232,22 +240,47 @@ def build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None
 
     # A group below another is solved on a parent pose we derive by carrying bones rigidly with the
     # upper group's solution. Blender carries a bone that way only if it inherits rotation and full scale:
-    # below a bone that does not, we would solve the lower chain on a pose Blender never shows.
+    # below a bone that does not, we would solve the lower chain on a pose Blender never shows. Below a
+    # chain that stretches it is the other way round: the first bone below it must not inherit its scale
+    # (else the lower chain would be stretched and sheared with it).
     for gi, g in enumerate(plan.groups):
         if not deps[gi]:
             continue
+        between: list[int] = []
+        upper_bone = -1
         for a in sk.ancestors(g.bones[0]):
             if a in owner_group:
-                break  # reached the upper group (its own bones are validated as chain bones)
-            if not sk.inherits[a]:
-                upper = plan.groups[owner_group[next(b for b in sk.ancestors(a) if b in owner_group)]].chains[0].name
-                for c in g.chains:
-                    plan.errors[c.index] = (
+                upper_bone = a  # reached the upper group (its own bones are validated as chain bones)
+                break
+            between.append(a)
+        if upper_bone < 0:
+            continue  # it depends on another group only through a control bone (checked above)
+        upper_group = plan.groups[owner_group[upper_bone]]
+        upper = upper_group.chains[0].name
+        link = between[-1] if between else g.bones[0]
+        stretching = not upper_group.is_tree and upper_group.chains[0].stretch > 1.0
+        problem = ""
+        link_bone = obj.data.bones[sk.names[link]]
+        if stretching and (not link_bone.use_inherit_rotation or sk.scale_modes()[link] not in (NONE, NONE_LEGACY)):
+            problem = (
+                f"bone '{sk.names[link]}' hangs from chain '{upper}', which stretches, and inherits its scale "
+                f"(Bone > Relations), so this chain would be stretched and sheared with it: set Inherit Scale to "
+                f"'None' on '{sk.names[link]}' (it then keeps its size), or Stretch of '{upper}' to 1"
+            )
+        else:
+            for a in between:
+                if stretching and a == link:
+                    continue
+                if not sk.inherits[a]:
+                    problem = (
                         f"bone '{sk.names[a]}' between chain '{upper}' and this chain does not fully inherit its "
                         f"parent's rotation and scale (Bone > Relations), so this chain cannot follow '{upper}': "
                         f"turn Inherit Rotation on and Inherit Scale to 'Full' on '{sk.names[a]}'"
                     )
-                break
+                    break
+        if problem:
+            for c in g.chains:
+                plan.errors[c.index] = problem
     # A group below a refused one would be carried through the same bones: refuse it too (levels ascending).
     # A tree is solved as one: one refused chain refuses its tree.
     refused = {gi for gi, g in enumerate(plan.groups) if any(c.index in plan.errors for c in g.chains)}
@@ -338,14 +371,28 @@ def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain)
         bone = bone_data[sk.names[bi]]
         if bone.length < 1e-6:
             return f"bone '{bone.name}' has zero length: give it a length in Edit Mode or shorten the chain"
-        if not bone.use_inherit_rotation or bone.inherit_scale != "FULL":
+        if not bone.use_inherit_rotation:
             return (
-                f"bone '{bone.name}' does not fully inherit its parent's rotation and scale (Bone > Relations): "
-                "Reach IK needs Inherit Rotation on and Inherit Scale 'Full' on chain bones"
+                f"bone '{bone.name}' does not inherit its parent's rotation (Bone > Relations): Reach IK needs "
+                "Inherit Rotation on on chain bones"
+            )
+        if bone.inherit_scale not in _CHAIN_SCALE_MODES:
+            return (
+                f"bone '{bone.name}' does not inherit its parent's scale in a way Reach IK can solve (Inherit Scale "
+                f"'{_SCALE_LABELS.get(bone.inherit_scale, bone.inherit_scale)}', Bone > Relations): chain bones need "
+                "Inherit Scale 'Full', 'Aligned' or 'None'"
             )
     weight = float(ch.weight)
     if not math.isfinite(weight):
         return f"weight {weight} is not a number: set a weight of 0 to 10"
+    soft, stretch = float(ch.soft), float(ch.stretch)
+    if not 0.0 <= soft <= 0.5:  # False for NaN too: only a script can store it
+        return f"Soft is {soft:.4g}: set it from 0 (off) to 0.5"
+    if not (math.isfinite(stretch) and stretch >= 1.0):
+        return f"Stretch is {stretch:.4g}: set it to 1 (off) or more"
+    carriers, stretch_problem = _stretch_carriers(obj, sk, bones, bool(ch.use_target_rotation))
+    if stretch > 1.0 and carriers is None:
+        return stretch_problem
     return ChainPlan(
         index=i,
         name=ch.name or tip,
@@ -359,4 +406,65 @@ def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain)
         pole_bone=pole_bone,
         target_local=sk.index[target_bone] if target_bone and ch.target == obj else -1,
         pole_local=sk.index[pole_bone] if pole_bone and ch.pole == obj else -1,
+        soft=soft,
+        stretch=stretch,
+        carriers=carriers,
+        stretch_problem=stretch_problem,
     )
+
+
+# Inherit Scale modes chain bones may have: each gives a bone its parent's rotation exactly (`core.solve.child_pose`).
+_CHAIN_SCALE_MODES = {"FULL", "ALIGNED", "NONE", "NONE_LEGACY"}
+_SCALE_LABELS = {"FIX_SHEAR": "Fix Shear", "AVERAGE": "Average", "NONE_LEGACY": "None (Legacy)"}
+
+
+def _stretch_carriers(
+    obj: bpy.types.Object, sk: Skeleton, bones: list[int], use_target_rotation: bool
+) -> tuple[list[int] | None, str]:
+    """For each bone a chain solves, the bone whose Y scale channel carries its stretch; or None and why the
+    chain cannot stretch.
+
+    The chain's first bone carries its own stretch. A bone below it with Inherit Scale 'None' takes none of
+    its parent's scale, so it carries its own too; one with 'Aligned' takes its parent's Y scale along its
+    own length, so it is stretched by its parent's carrier. 'Full' would apply the parent's stretch along the
+    parent's axis, which stretches the bone a second time and shears it: such a chain cannot stretch. Neither
+    can a carrier whose Y scale is locked, nor (with Use Target Rotation, where the tip keeps its length) a
+    tip that inherits the stretch.
+    """
+    data = obj.data.bones
+    rows = bones[:-1] if use_target_rotation else bones
+    if not rows:
+        return None, (
+            "a one-bone chain with Use Target Rotation has no bone left to stretch (the tip takes the target's "
+            "orientation and keeps its length): set Stretch to 1 or lengthen the chain"
+        )
+    carriers: list[int] = []
+    for i, b in enumerate(rows):
+        mode = data[sk.names[b]].inherit_scale
+        if i == 0 or mode in ("NONE", "NONE_LEGACY"):
+            carriers.append(b)
+        elif mode == "ALIGNED":
+            carriers.append(carriers[-1])
+        else:
+            name, parent = sk.names[b], sk.names[rows[i - 1]]
+            return None, (
+                f"bone '{name}' inherits the scale of '{parent}' in full (Inherit Scale 'Full'), so stretching "
+                f"'{parent}' would stretch '{name}' again and shear it: set Inherit Scale of '{name}' to 'Aligned' "
+                "(it takes the stretch along its length) or 'None' (Bone > Relations), or set Stretch to 1"
+            )
+    pose_bones = obj.pose.bones
+    for b in dict.fromkeys(carriers):
+        if pose_bones[sk.names[b]].lock_scale[1]:
+            return None, (
+                f"bone '{sk.names[b]}' has its Y scale locked (the lock beside Scale Y in Bone > Transform), and "
+                "the chain stretches its bones through their Y scale: unlock it, or set Stretch to 1"
+            )
+    if use_target_rotation:
+        tip = sk.names[bones[-1]]
+        if data[tip].inherit_scale not in ("NONE", "NONE_LEGACY"):
+            return None, (
+                f"with Use Target Rotation the tip '{tip}' takes the target's orientation and keeps its length, so "
+                f"it must not inherit the stretch: set Inherit Scale of '{tip}' to 'None' (Bone > Relations), or "
+                "set Stretch to 1"
+            )
+    return carriers, ""

@@ -211,4 +211,9 @@ def read_all(obj: bpy.types.Object, plan: Plan, frames: list[int]) -> Inputs | N
         inputs.basis = np.tile(basis[None], (f, 1, 1, 1))
         inputs.location = np.tile(loc[None], (f, 1, 1))
         inputs.scale = np.tile(scale[None], (f, 1, 1))
+    else:
+        # The stretch a live solve left in the chain bones' Y scale (`read_inputs`); Soft and Stretch are not
+        # animated here (the armature's action keys chain bone rotations only), so the plan's values hold.
+        scale = armature.read_channels(obj, (("scale", 3),))["scale"].astype(np.float64)
+        inputs.scale = np.tile(scale[None], (f, 1, 1))
     return inputs

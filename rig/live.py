@@ -85,7 +85,8 @@ class _Seen:
     solved: tuple[tuple[int, ...], ...] = ()  # chain indices of each group of the plan last solved
 
     def after_write(self, channels: armature.Channels) -> None:
-        """Our write changed only rotation channels: the values written stand for a re-read."""
+        """Our write changed only rotation channels (and the Y scale of stretching chains), in these arrays:
+        the values written stand for a re-read."""
         self.channels = _channel_bytes(channels)
         self.arrays = channels
 
@@ -325,8 +326,9 @@ def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
     cache.outcomes[uid] = shown
     report.outcomes = shown
     store_status(obj, report, before)
-    # Our write changed only rotation channels, and `reads.channels` now holds exactly the float32 values
-    # written (foreach_set stores them as given), so it stands for a re-read: the write is no change.
+    # Our write changed only rotation channels (and the Y scale of stretching chains), and `reads.channels`
+    # now holds exactly the float32 values written (foreach_set stores them as given), so it stands for a
+    # re-read: the write is no change.
     seen.after_write(reads.channels)
     cache.fingerprints[uid] = seen
 

@@ -126,6 +126,32 @@ class ReachChain(PropertyGroup):
         override=OVERRIDE,
         update=_mark_dirty,
     )
+    soft: FloatProperty(
+        name="Soft",
+        description=(
+            "Fraction of the chain's length over which its reach eases out toward full extension, so the knee "
+            "never snaps straight (the tip trails the target slightly there); 0 = off"
+        ),
+        default=0.0,
+        min=0.0,
+        max=0.5,
+        precision=3,
+        override=OVERRIDE,
+        update=_mark_dirty,
+    )
+    stretch: FloatProperty(
+        name="Stretch",
+        description=(
+            "Largest factor by which the chain's bones may lengthen (their Y scale) to reach the target; "
+            "1 = off. Bones below the chain's first need Inherit Scale 'Aligned' or 'None'"
+        ),
+        default=1.0,
+        min=1.0,
+        soft_max=3.0,
+        precision=3,
+        override=OVERRIDE,
+        update=_mark_dirty,
+    )
     # Read-only status, written by the solver.
     is_valid: BoolProperty(name="Valid", default=True, options=set())
     message: StringProperty(name="Message", default="", options=set())

@@ -41,9 +41,16 @@ __all__ = ["ChainOutcome", "Inputs", "RigReport", "Solved", "stack_inputs"]
 
 
 def read_inputs(
-    obj: bpy.types.Object, plan: Plan, pose_now: F64 | None = None, world_now: armature.WorldMatrices | None = None
+    obj: bpy.types.Object,
+    plan: Plan,
+    pose_now: F64 | None = None,
+    world_now: armature.WorldMatrices | None = None,
+    scale_now: NDArray[np.float32] | None = None,
+    settings_now: bool = False,
 ) -> Inputs:
-    """The current (evaluated) inputs of every planned chain, as one frame (`pose_now`, `world_now`: already read)."""
+    """The current (evaluated) inputs of every planned chain, as one frame (`pose_now`, `world_now`,
+    `scale_now`: the pose, world matrices and scale channels, already read). `settings_now`: read each
+    chain's Soft and Stretch too (a bake stepping frames: they are keyable), else the plan's values hold."""
     pose_b = armature.pose_matrices(obj) if pose_now is None else pose_now
     pose = pose_b[None]
     chains = [c for g in plan.groups for c in g.chains]
@@ -62,9 +69,19 @@ def read_inputs(
         angle = float(settings[c.index].pole_angle)
         if angle != 0.0:
             inputs.pole_angles[c.index] = np.array([angle])
+    if settings_now:
+        for c in chains:
+            ch = settings[c.index]
+            inputs.soft[c.index] = np.array([ch.soft])
+            inputs.stretch[c.index] = np.array([ch.stretch])
     if rig_settings(obj).start_from == "REST":
         basis, loc, scale = armature.basis_parts(obj)
         inputs.basis, inputs.location, inputs.scale = basis[None], loc[None], scale[None]
+    else:
+        # A stretching chain divides the stretch its bones hold (their Y scale channel) out of their lengths.
+        if scale_now is None:
+            scale_now = armature.read_channels(obj, (("scale", 3),))["scale"]
+        inputs.scale = scale_now.astype(np.float64)[None]
     return inputs
 
 
@@ -87,6 +104,8 @@ class ChainRow(NamedTuple):
     # Whether those bones exist: renaming or deleting a bone of another armature must rebuild the plan
     # (this rig's own bones are part of the skeleton's key).
     bones_found: bool
+    soft: float
+    stretch: float
 
 
 # A chain's target or pole as read: the object, and its bone ("" = the object itself).
@@ -128,6 +147,8 @@ def chain_state(obj: bpy.types.Object) -> tuple[ChainState, list[Entry]]:
                     pole_bone,
                     (not target_bone or target_bone in target.data.bones)
                     and (not pole_bone or pole_bone in pole.data.bones),
+                    ch.soft,
+                    ch.stretch,
                 )
             )
         )
@@ -147,8 +168,10 @@ def _object_key(ob: bpy.types.Object | None) -> object:
 
 
 def _plan_key(obj: bpy.types.Object, sk: Skeleton, state: ChainState) -> tuple[object, ...]:
-    """What a plan depends on besides per-frame numbers: chain settings, the objects they point at, bones."""
-    return (sk.key, cache.versions.get(obj.session_uid, 0), obj.data.as_pointer(), state)
+    """What a plan depends on besides per-frame numbers: chain settings, the objects they point at, bones
+    (and, for chains that stretch, whether their bones' Y scale is locked)."""
+    locks = armature.scale_locks(obj) if any(row.stretch > 1.0 for row in state) else b""
+    return (sk.key, cache.versions.get(obj.session_uid, 0), obj.data.as_pointer(), state, locks)
 
 
 @dataclass
@@ -299,7 +322,10 @@ def solve_rig(
             plan = replace(plan, groups=chosen)
         if not chosen:
             return report
-    inputs = read_inputs(obj, plan, *((reads.pose, reads.world) if reads is not None else ()))
+    if reads is not None:
+        inputs = read_inputs(obj, plan, reads.pose, reads.world, reads.channels["scale"])
+    else:
+        inputs = read_inputs(obj, plan)
     broken = core.check_inputs(sk, plan, obj.name, inputs)
     if broken:
         report.rig_error = broken
@@ -307,14 +333,57 @@ def solve_rig(
             for c in g.chains:
                 report.outcomes[c.index] = ChainOutcome(False, broken)
         return report
-    channels = reads.channels if reads is not None else armature.read_channels(obj)
+    channels = reads.channels if reads is not None else armature.read_channels(obj, WRITTEN_CHANNELS)
+    assert inputs.scale is not None  # read_inputs reads the scale channels
+    inputs.release = stretch_release(obj, sk, plan, inputs.scale[0])
     solved = solve_inputs(obj, sk, plan, inputs, report, channels=channels, final_pose=carry)
     if write and solved.bones:
         changed = armature.rotations_to_channels(obj, solved.bones, solved.basis[0], channels)
+        if solved.scale_bones:
+            changed |= armature.scale_to_channels(solved.scale_bones, solved.scale_y[0], channels)
+            remember_stretch(obj, sk, solved.scale_bones, channels["scale"][solved.scale_bones, 1])
         armature.write_channels(obj, channels, changed)
         if carry and changed and solved.pose is not None:
             report.moved = (inputs.pose[0], solved.pose[0])
     return report
+
+
+# The channels a solve writes: the rotation channels, and the scale (Y) of stretching chains.
+WRITTEN_CHANNELS = (*armature.ROTATION_CHANNELS, ("scale", 3))
+
+
+def stretch_release(obj: bpy.types.Object, sk: Skeleton, plan: Plan, scale: F64) -> set[int]:
+    """Chains whose Stretch is back to 1 while their bones still hold the stretch this session wrote.
+
+    Their solve divides that stretch out and puts the Y scale back to 1. A Y scale set by hand (anything
+    other than the exact float32 value written) is not ours and is left alone. `scale`: (B, 3) channels.
+    """
+    written = cache.stretched.get(obj.session_uid)
+    if not written:
+        return set()
+    out = set()
+    for g in plan.groups:
+        for c in g.chains:
+            if c.carriers is None or c.stretch > 1.0:
+                continue
+            for b in dict.fromkeys(c.carriers):
+                value = written.get(sk.names[b])
+                if value is not None and np.float32(scale[b, 1]) == np.float32(value):
+                    out.add(c.index)
+                    break
+    return out
+
+
+def remember_stretch(obj: bpy.types.Object, sk: Skeleton, bones: list[int], values: NDArray[np.float32]) -> None:
+    """Note the Y scales written to `bones` (a bone back at 1 holds no stretch of ours)."""
+    table = cache.stretched.setdefault(obj.session_uid, {})
+    for b, v in zip(bones, values.tolist(), strict=True):
+        if v == 1.0:
+            table.pop(sk.names[b], None)
+        else:
+            table[sk.names[b]] = v
+    if not table:
+        del cache.stretched[obj.session_uid]
 
 
 def store_status(obj: bpy.types.Object, report: RigReport, shown: dict[int, ChainOutcome] | None = None) -> None:

@@ -14,12 +14,14 @@ from __future__ import annotations
 from .ccd import solve_ccd
 from .fabrik import solve_fabrik
 from .limits import JointLimits, apply_joint_limits
+from .soft import soft_distance
 from .tree import solve_tree
 from .two_bone import solve_two_bone
 from .types import (
     CAP,
     CONVERGED,
     ROLL_MODES,
+    SOFT,
     STALLED,
     STATUS_NAMES,
     UNREACHABLE,
@@ -33,6 +35,7 @@ __all__ = [
     "CAP",
     "CONVERGED",
     "ROLL_MODES",
+    "SOFT",
     "STALLED",
     "STATUS_NAMES",
     "UNREACHABLE",
@@ -42,6 +45,7 @@ __all__ = [
     "TreeProblem",
     "TreeResult",
     "apply_joint_limits",
+    "soft_distance",
     "solve_ccd",
     "solve_fabrik",
     "solve_tree",

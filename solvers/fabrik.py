@@ -14,6 +14,7 @@ import numpy as np
 from .frames import ChainBatch, forward_sweep
 from .loop import solve_chains
 from .rotations import TINY, normalize, norms
+from .soft import solve_soft
 from .types import F64, ChainProblem, SolveResult
 
 
@@ -135,13 +136,18 @@ def solve_fabrik(problem: ChainProblem) -> SolveResult:
     SolveResult
         Joint positions and frames, and per chain: iterations, residual, reached and status. Out-of-reach
         targets give a chain laid straight toward the target (status ``UNREACHABLE``); with limits a
-        target within reach may still be missed (``reached`` False, as close as the limits allow).
+        target within reach may still be missed (``reached`` False, as close as the limits allow). Soft
+        chains (``problem.soft``) solve toward their eased target (:mod:`solvers.soft`).
 
     Examples
     --------
     >>> result = solve_fabrik(problem)  # doctest: +SKIP
     >>> result.positions[:, -1]  # end effectors, within problem.tolerance of the targets when reached
     """
+    return solve_soft(problem, _solve_fabrik)
+
+
+def _solve_fabrik(problem: ChainProblem) -> SolveResult:
     limited = problem.limits is not None and bool(np.any(problem.limits.use_cone) or np.any(problem.limits.use_twist))
     step = fabrik_step_limited if limited else fabrik_step
     return solve_chains(problem, step, track_frames=limited)

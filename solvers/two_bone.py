@@ -14,6 +14,7 @@ import numpy as np
 
 from .frames import STRAIGHT, ChainBatch, fallback_bends, forward_sweep
 from .rotations import normalize, norms, perpendicular_part
+from .soft import solve_soft
 from .types import CONVERGED, UNREACHABLE, ZERO_LENGTH, ChainProblem, SolveResult
 
 
@@ -29,7 +30,8 @@ def solve_two_bone(problem: ChainProblem) -> SolveResult:
     -------
     SolveResult
         ``iterations`` is 0 (nothing iterates). ``status`` is ``CONVERGED`` when the target is reached,
-        else ``UNREACHABLE`` (too far, too close, on the root, or blocked by a joint limit).
+        ``SOFT`` when a soft chain (``problem.soft``) reached its eased target exactly but not the real
+        one, else ``UNREACHABLE`` (too far, too close, on the root, or blocked by a joint limit).
 
     Raises
     ------
@@ -38,6 +40,11 @@ def solve_two_bone(problem: ChainProblem) -> SolveResult:
     """
     if problem.n_bones != 2:
         raise ValueError(f"two-bone IK needs chains of 2 bones; got {problem.n_bones} (use FABRIK or CCD)")
+    return solve_soft(problem, _solve_two_bone)
+
+
+def _solve_two_bone(problem: ChainProblem) -> SolveResult:
+    """:func:`solve_two_bone` toward the problem's own targets (soft IK is applied around it)."""
     batch = ChainBatch.from_problem(problem)
     k = batch.size
     root, targets = batch.root, batch.targets

@@ -36,7 +36,9 @@ STALLED: Final = 2
 """Progress stopped before reaching the target (limits, or a target that cannot be reached exactly)."""
 UNREACHABLE: Final = 3
 """The target is out of reach (too far, too close, on the root, or blocked by a limit)."""
-STATUS_NAMES: Final = ("CONVERGED", "CAP", "STALLED", "UNREACHABLE")
+SOFT: Final = 4
+"""The end effector reached its eased target (``ChainProblem.soft``), which trails the real one."""
+STATUS_NAMES: Final = ("CONVERGED", "CAP", "STALLED", "UNREACHABLE", "SOFT")
 """Names of the status codes, indexed by code: ``STATUS_NAMES[result.status[k]]``."""
 
 ROLL_MODES: Final = ("KEEP", "REST", "NATURAL")
@@ -276,6 +278,16 @@ def _check_limits(limits: JointLimits | None, k: int, n: int, where: str) -> Non
             raise ValueError(f"limits.{field} has shape {arr.shape}; expected {text} = {shape} for {where}")
 
 
+def _per_chain(name: str, value: Any, k: int, low: float, high: float, expected: str) -> F64:
+    """A ``(K,)`` per-chain setting as a read-only float64 copy, each value in ``[low, high)``."""
+    arr = as_float_array(name, value, (k,), "(K,)")
+    bad = ~((arr >= low) & (arr < high))  # True for NaN too
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name}[{row}] is {arr[row]}: chain {row}; every value must be finite and {expected}")
+    return arr
+
+
 def _set(obj: object, name: str, value: object) -> None:
     # Frozen dataclasses forbid normal assignment; __post_init__ may still normalize its own fields.
     object.__setattr__(obj, name, value)
@@ -311,6 +323,18 @@ class ChainProblem:
         Iteration cap of the iterative solvers. Default 30.
     roll_mode
         ``'KEEP'`` (default), ``'REST'`` or ``'NATURAL'``.
+    soft
+        ``(K,)`` in [0, 1), or None (default: all 0, off). The fraction of each chain's (natural) length
+        over which its reach eases out toward full extension (soft IK, :mod:`solvers.soft`): a target
+        distance ``d`` from the root is remapped before solving, unchanged below ``(1 - soft) L`` and
+        ``L - s exp(-(d - (L - s)) / s)`` above it (``s = soft L``), so the chain approaches full extension
+        exponentially and never snaps straight. The residual, ``reached`` and the status are measured
+        against the real target (status ``SOFT`` when only the eased one was reached).
+    stretch
+        ``(K,)`` >= 1, or None (default: all 1). How many times each chain's given length (its offsets)
+        exceeds its natural length: the caller stretched the offsets, and the soft curve stays the natural
+        chain's, scaled by this factor (eased distance ``min(d, stretch * curve(d; L / stretch))``). Only
+        matters where ``soft > 0``.
     uniform_iterations
         False (default): each chain stops as soon as it converges or stalls. True: chains that converged
         keep iterating until every chain has converged (or stalled, or hit the cap), so all rows run the
@@ -344,6 +368,8 @@ class ChainProblem:
     max_iterations: int = 30
     roll_mode: str = "KEEP"
     uniform_iterations: bool = False
+    soft: F64 | None = None
+    stretch: F64 | None = None
     exact_rotations: InitVar[bool] = False
 
     def __post_init__(self, exact_rotations: bool) -> None:
@@ -378,6 +404,10 @@ class ChainProblem:
                 )
         tol, max_it = _check_settings(self.tolerance, self.max_iterations, self.roll_mode)
         _check_limits(self.limits, k, n, f"{k} chains of {n} bones")
+        soft = None if self.soft is None else _per_chain("soft", self.soft, k, 0.0, 1.0, "in [0, 1)")
+        stretch = None if self.stretch is None else _per_chain("stretch", self.stretch, k, 1.0, math.inf, ">= 1")
+        _set(self, "soft", soft)
+        _set(self, "stretch", stretch)
         _set(self, "positions", positions)
         _set(self, "frames", frames)
         _set(self, "offsets", offsets)
@@ -427,6 +457,8 @@ class ChainProblem:
             ("max_iterations", int(max_iterations)),
             ("roll_mode", roll_mode),
             ("uniform_iterations", False),
+            ("soft", None),
+            ("stretch", None),
         ):
             _set(problem, name, value)
         return problem
@@ -460,7 +492,7 @@ class SolveResult:
     reached
         ``(K,)`` ``residual <= tolerance``.
     status
-        ``(K,)`` int8 status code (``CONVERGED``, ``CAP``, ``STALLED``, ``UNREACHABLE``); names in
+        ``(K,)`` int8 status code (``CONVERGED``, ``CAP``, ``STALLED``, ``UNREACHABLE``, ``SOFT``); names in
         ``STATUS_NAMES``.
     """
 

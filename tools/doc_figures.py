@@ -1,6 +1,6 @@
 """Draw the README's explanatory pictures from the solvers themselves (numpy + matplotlib, no Blender).
 
-.venv/bin/python tools/doc_figures.py      # writes docs/roll_modes.png and docs/cones.png
+.venv/bin/python tools/doc_figures.py      # writes docs/roll_modes.png, docs/cones.png and docs/soft.png
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from solvers import ChainProblem, solve_fabrik, solve_two_bone  # noqa: E402
+from solvers import ChainProblem, soft_distance, solve_fabrik, solve_two_bone  # noqa: E402
 from solvers.limits import clamp_cone, cone_contains, cone_ring  # noqa: E402
 
 BONE = "#2b4c7e"
@@ -173,13 +173,74 @@ def cones(path: Path) -> None:
     plt.close(fig)
 
 
+def knee_sweep(d: np.ndarray, soft: float, stretch: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Knee bend (degrees) and tip distance of the doc arm (two bones, L = 2) for targets at distances `d`
+    along a fixed line, solved by the two-bone solver with `soft`; with `stretch` the bones lengthen as the
+    rig core lengthens them (d / soft(d), up to `stretch`)."""
+    pos, frames, offsets = arm()
+    k = d.size
+    length = float(np.linalg.norm(offsets, axis=1).sum())
+    direction = np.array([0.9, 0.3, 0.1]) / np.linalg.norm([0.9, 0.3, 0.1])
+    natural = np.minimum(soft_distance(d, np.full(k, length), np.full(k, soft)), length)
+    rho = np.clip(d / natural, 1.0, stretch)
+    problem = ChainProblem(
+        positions=np.tile(pos, (k, 1, 1)) * rho[:, None, None],
+        frames=np.tile(frames, (k, 1, 1, 1)),
+        offsets=np.tile(offsets, (k, 1, 1)) * rho[:, None, None],
+        ref_local=np.tile(np.stack([np.eye(3), frames[0].T @ frames[1]]), (k, 1, 1, 1)),
+        base=np.tile(frames[0], (k, 1, 1)),
+        targets=d[:, None] * direction,
+        poles=np.tile(np.array([0.5, -1.0, 0.0]), (k, 1)),
+        soft=np.full(k, soft),
+        stretch=rho,
+        tolerance=1e-9,
+    )
+    p = solve_two_bone(problem).positions
+    a, b = p[:, 1] - p[:, 0], p[:, 2] - p[:, 1]
+    cos = np.einsum("ki,ki->k", a, b) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))), np.linalg.norm(p[:, 2] - p[:, 0], axis=1)
+
+
+def soft_curve(path: Path) -> None:
+    """Knee angle and reach against the target's distance: Soft 0 (the hard law of cosines) and Soft 0.1."""
+    _, _, offsets = arm()
+    length = float(np.linalg.norm(offsets, axis=1).sum())
+    d = np.linspace(0.6, 1.25, 1301) * length
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.0), dpi=110)
+    cases = (
+        ("Soft 0 (hard)", 0.0, 1.0, "#d1342f", "-"),
+        ("Soft 0.1", 0.1, 1.0, BONE, "-"),
+        ("Soft 0.1 + Stretch 1.2", 0.1, 1.2, TARGET, "--"),
+    )
+    for label, soft, stretch, color, style in cases:
+        knee, reach = knee_sweep(d, soft, stretch)
+        left.plot(d / length, knee, color=color, ls=style, lw=2, label=label)
+        right.plot(d / length, reach / length, color=color, ls=style, lw=2, label=label)
+    for ax in (left, right):
+        ax.axvline(1.0, color="#999999", lw=0.8, ls=":")
+        ax.axvline(0.9, color="#999999", lw=0.8, ls=":")
+        ax.set_xlabel("target distance from the root / chain length L")
+        ax.grid(alpha=0.25)
+        ax.legend(fontsize=8, frameon=False)
+    left.set_ylabel("knee bend (degrees, 0 = straight)")
+    left.set_title("Hard IK snaps the knee straight at L (the pop);\nSoft 0.1 eases it out from 0.9 L", fontsize=10)
+    right.set_ylabel("tip distance from the root / L")
+    right.set_title("Soft trails the target near full extension;\nStretch lengthens the bones to reach it", fontsize=10)
+    right.plot(d / length, d / length, color="#999999", lw=0.8, ls=":")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def main() -> None:
     docs = ROOT / "docs"
     docs.mkdir(exist_ok=True)
     roll_modes(docs / "roll_modes.png")
     cones(docs / "cones.png")
+    soft_curve(docs / "soft.png")
     print(docs / "roll_modes.png")
     print(docs / "cones.png")
+    print(docs / "soft.png")
 
 
 if __name__ == "__main__":

@@ -193,6 +193,11 @@ class VIEW3D_PT_reach_ik_chains(PanelMixin, Panel):
             col.prop(chain, "pole_angle")
         col.prop(chain, "weight")
         col.prop(chain, "use_target_rotation", text="Target Rotation")
+        # Soft and Stretch are keyable: their rows carry the keyframe decorator.
+        keyed = col.column()
+        keyed.use_property_decorate = True
+        keyed.prop(chain, "soft")
+        keyed.prop(chain, "stretch")
         draw_status(context, layout, chain)
 
 

@@ -29,6 +29,7 @@ from typing import Final
 import numpy as np
 
 from ..rotations import matvec, norms, quaternion_to_matrix
+from ..soft import solve_soft
 from ..types import CONVERGED, F64, STALLED, UNREACHABLE, ZERO_LENGTH, ChainProblem, SolveResult
 from . import _cone
 from ._chain import (
@@ -254,6 +255,10 @@ def solve_two_bone_scalar(problem: ChainProblem) -> SolveResult:
         raise ValueError(f"two-bone IK needs chains of 2 bones; got {problem.n_bones} (use FABRIK or CCD)")
     if problem.n_chains == 0:
         return _empty(problem)
+    return solve_soft(problem, _solve_two_bone)
+
+
+def _solve_two_bone(problem: ChainProblem) -> SolveResult:
     chains = _chains(problem, _limited(problem))
     elbows = (problem.positions[:, 1] - problem.positions[:, 0]).tolist()
     outcomes: list[Outcome] = []
@@ -282,7 +287,8 @@ def solve_fabrik_scalar(problem: ChainProblem) -> SolveResult:
     if problem.n_chains == 0:
         return _empty(problem)
     limited = _limited(problem)
-    return _solve(problem, fabrik_step_limited if limited else fabrik_step, limited, polished=True)
+    step = fabrik_step_limited if limited else fabrik_step
+    return solve_soft(problem, lambda p: _solve(p, step, limited, polished=True))
 
 
 def solve_ccd_scalar(problem: ChainProblem, max_angle: float | None = None) -> SolveResult:
@@ -306,7 +312,8 @@ def solve_ccd_scalar(problem: ChainProblem, max_angle: float | None = None) -> S
     if problem.n_chains == 0:
         return _empty(problem)
     limited = _limited(problem)
-    return _solve(problem, make_ccd_step(max_angle, limited), limited, polished=max_angle is None)
+    step = make_ccd_step(max_angle, limited)
+    return solve_soft(problem, lambda p: _solve(p, step, limited, polished=max_angle is None))
 
 
 def _solve(problem: ChainProblem, step: Step, limited: bool, polished: bool) -> SolveResult:
