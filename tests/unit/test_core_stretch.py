@@ -57,7 +57,9 @@ def _skeleton(mode: int):  # type: ignore[no-untyped-def]
 
 
 def _snapshot(sk, carriers: list[int], soft: float, stretch: float, start: str = "CURRENT"):  # type: ignore[no-untyped-def]
-    plan = model.ChainPlan(0, "arm", "FABRIK", list(range(N)), "T", None, 1.0, False, soft, stretch, carriers)
+    plan = model.ChainPlan(
+        0, "arm", "FABRIK", list(range(N)), "T", None, 1.0, False, soft=soft, stretch=stretch, carriers=carriers
+    )
     return model.Snapshot(
         sk=sk,
         plan=model.Plan(groups=[model.Group([plan], list(range(N)))]),
@@ -177,7 +179,9 @@ def test_no_stretch_no_scale_written() -> None:
 
 def test_a_chain_that_cannot_stretch_is_refused_when_it_would() -> None:
     sk = _skeleton(model.FULL)
-    plan = model.ChainPlan(0, "arm", "FABRIK", list(range(N)), "T", None, 1.0, False, 0.0, 1.0, None, "no: reason")
+    plan = model.ChainPlan(
+        0, "arm", "FABRIK", list(range(N)), "T", None, 1.0, False, soft=0.0, stretch=1.0, stretch_problem="no: reason"
+    )
     snap = model.Snapshot(
         sk=sk,
         plan=model.Plan(groups=[model.Group([plan], list(range(N)))]),
