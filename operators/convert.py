@@ -77,6 +77,17 @@ def _bend(points: F64, root: F64, axis: F64) -> F64:
     return out
 
 
+def _driver(obj: Object, con: bpy.types.Constraint, prop: str) -> bpy.types.FCurve | None:
+    """The driver on the constraint's `prop` ('mute', 'influence'), if the rig has one."""
+    ad = obj.animation_data
+    return ad.drivers.find(con.path_from_id(prop)) if ad is not None else None
+
+
+def _driven_by(fcu: bpy.types.FCurve) -> str:
+    paths = [t.data_path for v in fcu.driver.variables for t in v.targets if t.data_path] if fcu.driver else []
+    return "a driver on " + ", ".join(paths) if paths else "a driver"
+
+
 def _xyz(v: Vector) -> tuple[float, float, float]:
     return (float(v.x), float(v.y), float(v.z))
 
@@ -176,6 +187,12 @@ def convert_constraints(obj: Object, context: Context | None = None) -> list[Con
             out.append(entry)
             if con.mute:
                 entry.skipped = "it is muted (disabled)"
+                fcu = _driver(obj, con, "mute")
+                if fcu is not None and not fcu.mute:
+                    entry.skipped += (
+                        f"; {_driven_by(fcu)} sets its Mute and can turn it on again (a rig switch, e.g. "
+                        "Rigify's pole toggle): on bones of a converted chain it would then run on top of the chain"
+                    )
             elif con.target is None:
                 entry.skipped = "it has no target (targetless / Auto IK): Reach IK chains need a target"
             elif con.ik_type == "DISTANCE":
@@ -251,6 +268,9 @@ def convert_constraints(obj: Object, context: Context | None = None) -> list[Con
             )
         if float(con.influence) != 1.0:
             entry.dropped.append(f"influence {con.influence:.3g} (chains have no influence yet: solved fully)")
+        fcu = _driver(obj, con, "influence")
+        if fcu is not None and not fcu.mute:
+            entry.dropped.append(f"influence set by {_driven_by(fcu)} (chains have no influence yet: solved fully)")
         for b in chain:
             _limits(b, entry, bool(con.use_stretch))
         iterations = max(iterations, int(con.iterations))
@@ -273,6 +293,15 @@ def convert_constraints(obj: Object, context: Context | None = None) -> list[Con
         if entry.chain:
             con.mute = True
             entry.converted.append("the constraint is muted (unmute it and disable the chain to go back)")
+            # A driver on Mute (Rigify drives it from the limb's pole toggle) would unmute the constraint at the
+            # next update and Blender's IK would run on top of the chain: mute the driver too (its F-Curve).
+            fcu = _driver(obj, con, "mute")
+            if fcu is not None and not fcu.mute:
+                fcu.mute = True
+                entry.converted.append(
+                    f"its Mute was set by {_driven_by(fcu)}, which would unmute it: that driver is muted too "
+                    "(unmute it as well to go back)"
+                )
     return out
 
 

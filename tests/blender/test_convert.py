@@ -242,3 +242,34 @@ def test_operator_reports_and_unmuting_restores_blender() -> None:
         rigs.update()
         theirs, ours = _joints(ref, ["upper", "fore"]), _joints(obj, ["upper", "fore"])
         assert np.abs(theirs - ours).max() <= 1e-4, "Blender's constraint poses the rig as before"
+
+
+def test_drivers_on_mute_and_influence() -> None:
+    """A driver on Mute (Rigify drives it from its pole toggle) would unmute the converted constraint: it is
+    muted too; a driver on Influence is reported; a muted constraint whose Mute is driven says so."""
+    ref, obj = _pair(ARM)
+    obj["switch"] = 0.0
+    target = rigs.empty("target", (0.6, 0.2, 0.9))
+    pole = rigs.empty("pole", (0.4, 0.6, 1.3))
+    for rig in (ref, obj):
+        _ik(rig, "fore", target, pole=pole)
+    con = obj.pose.bones["fore"].constraints[0]
+    spare = _ik(obj, "hand", target, count=3)
+    for c, prop, expression in ((con, "mute", "var"), (con, "influence", "1.0 - var"), (spare, "mute", "1 - var")):
+        fcu = c.driver_add(prop)
+        var = fcu.driver.variables.new()
+        var.targets[0].id = obj
+        var.targets[0].data_path = '["switch"]'
+        fcu.driver.expression = expression
+    rigs.update()
+    assert not con.mute and spare.mute
+    entries = {e.bone: e for e in _convert().convert_constraints(obj)}
+    rigs.update()
+    rigs.update()
+    drivers = obj.animation_data.drivers
+    assert con.mute and drivers.find(con.path_from_id("mute")).mute, "the driver does not unmute it"
+    text = entries["fore"].text()
+    assert 'Mute was set by a driver on ["switch"]' in text and "influence set by a driver" in text, text
+    assert 'a driver on ["switch"] sets its Mute' in entries["hand"].skipped, entries["hand"].skipped
+    assert not drivers.find(spare.path_from_id("mute")).mute, "a constraint left alone keeps its driver"
+    _compare(ref, obj, ["upper", "fore"], np.array(target.location))
