@@ -191,8 +191,9 @@ def test_beyond_stretch_the_chain_is_straight_at_full_stretch_and_reports_the_ga
     assert abs(gap - 0.5 * length) < 1e-4, f"the tip stops at 1.5 L: gap {gap:.5g}, L {length:.5g}"
     for b in names:
         assert abs(axis_scales(rig, b)[1] - 1.5) < 1e-5
-        y = evaluated(rig, b)[:3, 1]
-        assert float(y @ direction) / np.linalg.norm(y) > 1.0 - 1e-9, f"{b} lies along the root-target line"
+        # In float64: under numpy 2 a float divided by a float32 norm stays float32 (NEP 50).
+        y = np.asarray(evaluated(rig, b)[:3, 1], dtype=np.float64)
+        assert float(y @ direction) / float(np.linalg.norm(y)) > 1.0 - 1e-6, f"{b} lies along the root-target line"
     assert ch.is_valid and "out of reach" in ch.message and "Stretch" in ch.message, ch.message
     assert abs(ch.residual - gap) < 1e-5
 
