@@ -324,3 +324,18 @@ def test_target_rotation_from_a_control_bone() -> None:
     tip = np.array(ev.pose.bones["forearm"].matrix.to_3x3().normalized())
     ctl = np.array(ev.pose.bones["IK-hand"].matrix.to_3x3().normalized())
     assert np.abs(tip - ctl).max() < 1e-4, "the tip takes the control bone's orientation"
+
+
+def test_overlay_links_end_at_the_control_bone() -> None:
+    """The dashed target link runs to the control bone's head, not to the armature's origin."""
+    obj = _rig()
+    _arm(obj)
+    _settle()
+    geo = bpy_session.submodule("ui.overlay").geometry(obj)
+    head = np.array(obj.matrix_world @ obj.pose.bones["IK-hand"].head)
+    ends = geo.target_links.reshape(-1, 3)
+    assert len(ends), "a target link is drawn"
+    assert float(np.min(np.linalg.norm(ends - head, axis=1))) < 1e-5, "the link touches the control bone's head"
+    origin = np.array(obj.matrix_world.translation)
+    if np.linalg.norm(origin - head) > 1e-3:
+        assert float(np.min(np.linalg.norm(ends - origin, axis=1))) > 1e-4, "not the armature's origin"
