@@ -61,7 +61,8 @@ def _check(rig: bpy.types.Object, lengths: dict[str, float], what: str) -> None:
     for pb in ev.pose.bones:
         if pb.name in lengths:
             length = float((pb.tail - pb.head).length)
-            want = lengths[pb.name]
+            # A stretching chain lengthens its bones on purpose: by the bone's evaluated Y scale.
+            want = lengths[pb.name] * float(pb.matrix.to_3x3().col[1].length)
             assert abs(length - want) < 1e-4, f"{what}: bone {pb.name} is {length} long, not {want}"
     settings = rig.reach_ik
     if not settings.live:
@@ -154,6 +155,14 @@ def _edits(rig: bpy.types.Object, rng: np.random.Generator) -> list[Callable[[],
             lim.cone_up = float("nan") if rng.random() < 0.5 else 0.5
         return "limits"
 
+    def soft_stretch() -> str:
+        ch = chain()
+        if rng.random() < 0.5:
+            ch.soft = float(rng.choice([0.0, 0.05, 0.2]))
+        else:
+            ch.stretch = float(rng.choice([1.0, 1.0, 1.3, 2.0]))
+        return f"soft/stretch of {ch.name}"
+
     def scene_membership() -> str:
         ch = chain()
         ob = ch.target
@@ -210,6 +219,8 @@ def _edits(rig: bpy.types.Object, rng: np.random.Generator) -> list[Callable[[],
         for ch, (solver, length, tip, use_rot) in zip(chains, initial, strict=True):
             ch.solver, ch.chain_length, ch.tip_bone, ch.use_target_rotation = solver, length, tip, use_rot
             ch.enabled = True
+            if rng.random() < 0.5:
+                ch.soft, ch.stretch = 0.0, 1.0
             for ob in (ch.target, ch.pole):
                 if ob is not None and ob.name not in coll.objects:
                     coll.objects.link(ob)
@@ -234,6 +245,7 @@ def _edits(rig: bpy.types.Object, rng: np.random.Generator) -> list[Callable[[],
         settings,
         settings,
         limits,
+        soft_stretch,
         scene_membership,
         parent_target,
         frame,
