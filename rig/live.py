@@ -1,12 +1,17 @@
-"""Live solving: persistent depsgraph/frame handlers that re-solve armatures whose inputs changed.
+"""Live solving: persistent depsgraph/frame handlers that re-solve the chains whose inputs changed.
 
 `depsgraph_update_post` catches interactive edits (a moved Empty, a changed setting) and
 `frame_change_post` catches playback and scrubbing (BLENDER_NOTES: `frame_set` fires only the latter).
-Each armature is solved only when a fingerprint of its inputs differs from the one taken right after its
-last solve: its transform, every bone's channels (so posing a parent or a chain bone re-solves, while our
-own write does not), the evaluated pose of each chain root's outside parent, its targets and poles, and its
-settings. Writing the pose from the handler never re-enters it (a busy flag), and we never ask Blender to
-re-evaluate from inside a handler (that crashed bpy 4.5 in our experiments).
+Three filters, cheapest first:
+1. a rig none of whose objects (the armature, its data, its targets and poles) Blender lists as updated is
+   skipped after one set test (structure updates and frame changes check every rig);
+2. a rig whose inputs (transform, channels, targets, poles, the evaluated pose above its chains, settings,
+   bone structure) are byte-identical to those after its last solve is not solved;
+3. otherwise only the chain groups whose own inputs changed are solved, with the groups below them
+   (`_select`), and chains not solved keep their status.
+Rigs whose targets hang from another rig's bones are solved after it, on targets carried with its solved
+pose. Writing the pose from the handler never re-enters it (a busy flag), and we never ask Blender to
+re-evaluate from inside a handler (that crashed bpy 4.5 in our experiments). Every cache is in `cache.py`.
 """
 
 from __future__ import annotations
