@@ -90,6 +90,7 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/solvers.py
+	$(PY) bench/scalar.py
 	$(PY) bench/live.py
 	$(PY) bench/bake.py
 
