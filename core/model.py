@@ -215,7 +215,7 @@ class Solved:
     bones: list[int]  # parents before children
     basis: F64  # (F, len(bones), 3, 3) local (basis) rotations
     # (F, B, 4, 4) armature-space pose of every bone after the solve (bones below solved ones carried along),
-    # when asked for (`solve_inputs(final_pose=True)`): where objects parented to these bones will be.
+    # when asked for (`core.solve.solve(final_pose=True)`): where objects parented to these bones will be.
     pose: F64 | None = None
     # Bones whose Y scale channel a stretching chain sets, and the values, (F, len(scale_bones)). Only
     # chains that stretch in some frame, or whose bones hold a stretch to undo, are listed.

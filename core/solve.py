@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..solvers import ccd, fabrik, tree, two_bone
-from ..solvers.limits import JointLimits
+from ..solvers.limits import TWIST_BOUND_SLACK, JointLimits
 from ..solvers.soft import soft_distance
 from ..solvers.types import STATUS_NAMES, ChainProblem, SolveResult, TreeProblem
 from . import convert
@@ -251,16 +251,14 @@ def _at(f: int, inputs: Inputs) -> str:
     return "" if inputs.world.shape[0] == 1 else f"frame #{f}: "
 
 
-# The twist properties are float32 with the UI range [-180, 180] degrees: 180 degrees is stored as
-# 3.1415927, 8.7e-8 above pi. A bound within this of +-pi is read as +-pi (one float32 step near pi is
-# 2.4e-7; 1e-6 rad is 5.7e-5 degrees, far below anything typed on purpose). The solver has the same slack.
-_PI_SLACK = 1e-6
-
-
 def twist_bound(value: float) -> float:
-    """A twist property as the solver takes it: within float32 rounding of +-pi snaps to +-pi."""
+    """A twist property as the solver takes it: within float32 rounding of +-pi snaps to +-pi.
+
+    The properties are float32 with the UI range [-180, 180] degrees: 180 degrees is stored as 3.1415927,
+    8.7e-8 above pi. The slack is the solver's own (`JointLimits` snaps the same bounds).
+    """
     v = float(value)
-    if math.pi < abs(v) <= math.pi + _PI_SLACK:
+    if math.pi < abs(v) <= math.pi + TWIST_BOUND_SLACK:
         return math.copysign(math.pi, v)
     return v
 
@@ -272,8 +270,8 @@ def _limits_for(limits: BoneLimits, bone_rows: list[list[int]]) -> JointLimits |
     if not (use_cone.any() or use_twist.any()):
         return None
     cone = np.where(use_cone[..., None], limits.cone[idx], 0.0)
-    bounds = np.vectorize(twist_bound, otypes=[np.float64])(limits.twist[idx]) if use_twist.any() else limits.twist[idx]
-    twist = np.where(use_twist[..., None], np.sort(bounds, axis=-1), 0.0)
+    # Bounds within float32 rounding of +-pi are snapped by JointLimits itself (TWIST_BOUND_SLACK).
+    twist = np.where(use_twist[..., None], np.sort(limits.twist[idx], axis=-1), 0.0)
     return JointLimits(cone=cone, use_cone=use_cone, twist=twist, use_twist=use_twist)
 
 
@@ -1076,7 +1074,7 @@ def _solve_levels(
     A chain below a chain that is not solved: nothing of the upper chain is written, so Blender keeps
     showing its bones as they are, and the chain below is solved on exactly that pose and says "reached"
     only if it reaches there. With Start From 'Current' the working pose is the pose Blender evaluated;
-    with 'Rest', chains refused for their limits are left out of the start pose (`solve_inputs`), so their
+    with 'Rest', chains refused for their limits are left out of the start pose (`solve`), so their
     bones keep Blender's pose too. Only a chain refused after the 'Rest' start pose was built (`dropped`:
     a bone scaled to zero; or a solver error here) has its bones at rest in the working pose, a pose
     Blender does not show: a chain below it is refused as well rather than solved for a pose nobody sees.

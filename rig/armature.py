@@ -286,15 +286,6 @@ def rotation_mode_values(obj: bpy.types.Object) -> NDArray[np.int32]:
     return buf
 
 
-_CHANNEL_OF_MODE = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}
-
-
-def active_rotation_channels(obj: bpy.types.Object, bones: Sequence[int]) -> dict[int, str]:
-    """Bone index -> the name of the rotation channel its rotation mode uses, for `bones`."""
-    modes = rotation_mode_values(obj)
-    return {b: _CHANNEL_OF_MODE.get(MODE_NAMES[int(modes[b])], "rotation_euler") for b in bones}
-
-
 def rotations_to_channels(
     obj: bpy.types.Object,
     bones: list[int],

@@ -15,12 +15,6 @@ from ..core.model import NONE, NONE_LEGACY, ChainPlan, Group, Plan, Skeleton, us
 from .props import ReachChain, rig_settings
 
 
-def chain_objects(obj: bpy.types.Object, chain: ChainPlan) -> tuple[bpy.types.Object, bpy.types.Object | None]:
-    """The target and pole objects of a planned chain (a plan holds their names only)."""
-    ch = rig_settings(obj).chains[chain.index]
-    return ch.target, ch.pole
-
-
 def rig_problem(obj: bpy.types.Object) -> str | None:
     """A reason the whole armature cannot be solved, or None."""
     if obj.type != "ARMATURE":

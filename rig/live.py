@@ -88,6 +88,7 @@ class _Seen:
     pose: F64 | None = None
     arrays: armature.Channels | None = None
     solved: tuple[tuple[int, ...], ...] = ()  # chain indices of each group of the plan last solved
+    planned: frozenset[int] = frozenset()  # every chain index in `solved`
 
     def after_write(self, channels: armature.Channels) -> None:
         """Our write changed only rotation channels (and the Y scale of stretching chains), in these arrays:
@@ -96,13 +97,16 @@ class _Seen:
         self.arrays = channels
 
     def same(self, other: _Seen) -> bool:
-        # repr() only when the values differ: a NaN setting is unequal to itself but has an equal repr.
         return (
             self.data == other.data
             and self.channels == other.channels
             and self.structure == other.structure
-            and (self.settings == other.settings or repr(self.settings) == repr(other.settings))
+            and self.same_settings(other)
         )
+
+    def same_settings(self, other: _Seen) -> bool:
+        # repr() only when the values differ: a NaN setting is unequal to itself but has an equal repr.
+        return self.settings == other.settings or repr(self.settings) == repr(other.settings)
 
 
 def _channel_bytes(channels: armature.Channels) -> bytes:
@@ -194,7 +198,8 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
     state, objects = chain_state(obj)
     uid = obj.session_uid
     known = cache.depends.get(uid)
-    if known is None or known[0] != state:
+    targets_changed = known is None or known[0] != state
+    if targets_changed:
         # What the chains point at changed (or is not known yet): what this rig follows, and depends on.
         hangs = _hangs_of(obj, objects)
         if cache.hangs.get(uid) != hangs:
@@ -224,7 +229,7 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
     # What can change this rig's solve: itself (pose, transform, settings), its armature data, and the
     # objects it reaches for. Blender lists an object as updated when anything it depends on moved (a
     # parent, a constraint target, a driver), so these IDs are enough to skip unrelated updates.
-    if known is None or known[0] != state:
+    if targets_changed:
         cache.depends[uid] = (state, frozenset((uid, obj.data.session_uid, *(o.session_uid for o, _b in objects))))
     # Rows of `mats` of each chain's target and pole (chain_state lists them chain by chain).
     rows: dict[int, list[int]] = {}
@@ -253,14 +258,12 @@ def _select(
     moves it for parents posed by hand, constraints, drivers), and its bones' channels (posed by hand).
     """
     rig_wide = (
-        last is None
-        or last.world != seen.world
-        or last.structure != seen.structure
-        or not (last.settings == seen.settings or repr(last.settings) == repr(seen.settings))
+        last is None or last.world != seen.world or last.structure != seen.structure or not last.same_settings(seen)
     )
 
     def select(plan: Plan) -> list[Group]:
         seen.solved = tuple(tuple(c.index for c in g.chains) for g in plan.groups)
+        seen.planned = frozenset(i for gid in seen.solved for i in gid)
         if rig_wide or last is None or last.solved != seen.solved or not _comparable(seen, last):
             return list(plan.groups)
         assert last.mats is not None and last.arrays is not None and seen.arrays is not None
@@ -317,8 +320,7 @@ def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
     select = _select(obj, seen, last, reads, objects)
     report = solve_rig(obj, write=True, cached=True, reads=reads, carry=carry, select=select)
     if report.moved is not None:
-        world = np.array(obj.matrix_world, dtype=np.float64)
-        moved[uid] = (world, report.moved[0], report.moved[1], reads.sk.index)
+        moved[uid] = (objects.mats[0], report.moved[0], report.moved[1], reads.sk.index)
     cache.stats[uid] = cache.stats.get(uid, 0) + 1
     counts = cache.chain_solves.setdefault(uid, {})
     for i, out in report.outcomes.items():
@@ -326,7 +328,7 @@ def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
             counts[i] = counts.get(i, 0) + 1
     # Chains not solved now keep the outcome they had; chains no longer planned (disabled) drop theirs.
     before = cache.outcomes.get(uid, {})
-    shown = {i: o for i, o in before.items() if _solves(seen, i)}
+    shown = {i: o for i, o in before.items() if i in seen.planned}
     shown.update(report.outcomes)
     cache.outcomes[uid] = shown
     report.outcomes = shown
@@ -336,11 +338,6 @@ def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
     # re-read: the write is no change.
     seen.after_write(reads.channels)
     cache.fingerprints[uid] = seen
-
-
-def _solves(seen: _Seen, chain: int) -> bool:
-    """Whether `chain` belongs to a group this rig's plan solves (as of the last `_select`)."""
-    return any(chain in gid for gid in seen.solved)
 
 
 def chain_solve_count(obj: bpy.types.Object, chain: int) -> int:

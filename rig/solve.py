@@ -47,10 +47,12 @@ def read_inputs(
     world_now: armature.WorldMatrices | None = None,
     scale_now: NDArray[np.float32] | None = None,
     settings_now: bool = False,
+    sk_now: Skeleton | None = None,
 ) -> Inputs:
     """The current (evaluated) inputs of every planned chain, as one frame (`pose_now`, `world_now`,
-    `scale_now`: the pose, world matrices and scale channels, already read). `settings_now`: read each
-    chain's Soft and Stretch too (a bake stepping frames: they are keyable), else the plan's values hold."""
+    `scale_now`, `sk_now`: the pose, world matrices, scale channels and skeleton, already read).
+    `settings_now`: read each chain's Soft and Stretch too (a bake stepping frames: they are keyable), else
+    the plan's values hold."""
     pose_b = armature.pose_matrices(obj) if pose_now is None else pose_now
     pose = pose_b[None]
     chains = [c for g in plan.groups for c in g.chains]
@@ -59,7 +61,9 @@ def read_inputs(
     settings = rig_settings(obj).chains
     entries = [(obj, ""), *((settings[c.index].target, c.target_bone) for c in chains)]
     entries += [(settings[c.index].pole, c.pole_bone) for c in with_pole]
-    sk = armature.skeleton(obj) if any(bone for _ob, bone in entries) else None
+    sk = sk_now
+    if sk is None and any(bone for _ob, bone in entries):
+        sk = armature.skeleton(obj)
     mats = armature.target_matrices(obj, entries, world_mats, sk, pose_b)
     objects = mats[None, 1:]
     targets = {c.index: objects[:, k] for k, c in enumerate(chains)}
@@ -314,16 +318,18 @@ def solve_rig(
     report, sk, plan = prepare(obj, only, cached, reads)
     if sk is None or plan is None or not plan.groups:
         return report
-    if select is not None:
-        chosen = select(plan)
-        if len(chosen) != len(plan.groups):
-            snapshot(obj, sk, plan)  # fills the whole plan's cached lengths and limits, which the subset shares
-            # The same caches (limits, lengths) as the whole plan: the subset is a view of it.
-            plan = replace(plan, groups=chosen)
-        if not chosen:
-            return report
+    chosen = plan.groups if select is None else select(plan)
+    if not chosen:
+        return report
+    channels = reads.channels if reads is not None else armature.read_channels(obj, WRITTEN_CHANNELS)
+    # Built on the whole plan, so its cached lengths and limits are the plan's own.
+    snap = snapshot(obj, sk, plan, with_channels=True)
+    if len(chosen) != len(plan.groups):
+        # A view of the plan: the same caches (limits, lengths), fewer groups.
+        plan = replace(plan, groups=chosen)
+        snap = replace(snap, plan=plan)
     if reads is not None:
-        inputs = read_inputs(obj, plan, reads.pose, reads.world, reads.channels["scale"])
+        inputs = read_inputs(obj, plan, reads.pose, reads.world, reads.channels["scale"], sk_now=sk)
     else:
         inputs = read_inputs(obj, plan)
     broken = core.check_inputs(sk, plan, obj.name, inputs)
@@ -333,10 +339,9 @@ def solve_rig(
             for c in g.chains:
                 report.outcomes[c.index] = ChainOutcome(False, broken)
         return report
-    channels = reads.channels if reads is not None else armature.read_channels(obj, WRITTEN_CHANNELS)
     assert inputs.scale is not None  # read_inputs reads the scale channels
     inputs.release = stretch_release(obj, sk, plan, inputs.scale[0])
-    solved = solve_inputs(obj, sk, plan, inputs, report, channels=channels, final_pose=carry)
+    solved = core.solve(snap, inputs, report, channels=channels, final_pose=carry)
     if write and solved.bones:
         changed = armature.rotations_to_channels(obj, solved.bones, solved.basis[0], channels)
         if solved.scale_bones:
