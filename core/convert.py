@@ -213,6 +213,39 @@ def euler_to_matrix(e: F64, order: str) -> F64:
     return mats[order[2]] @ mats[order[1]] @ mats[order[0]]
 
 
+def quaternion_to_matrix(q: F64) -> F64:
+    """(M,4) unit quaternions (w, x, y, z) -> (M,3,3) rotation matrices."""
+    w, x, y, z = q.T
+    return np.stack(
+        [
+            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], axis=-1),
+            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], axis=-1),
+            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], axis=-1),
+        ],
+        axis=1,
+    )
+
+
+def slerp_rotations(a: F64, b: F64, t: F64) -> F64:
+    """(M,3,3) rotations from `a` toward `b` (M,3,3) by fractions `t` (M,) along the shortest arc.
+
+    t = 0 gives `a` and t = 1 gives `b` to float64 rounding (the callers use `a` and `b` themselves there).
+    """
+    qa, qb = matrix_to_quaternion(a), matrix_to_quaternion(b)
+    dot = np.einsum("mi,mi->m", qa, qb)
+    qb = np.where(dot[:, None] < 0.0, -qb, qb)  # the shorter way round
+    dot = np.clip(np.abs(dot), -1.0, 1.0)
+    theta = np.arccos(dot)
+    sin = np.sin(theta)
+    near = sin < 1e-9  # (nearly) the same rotation: a straight blend is exact enough, and finite
+    safe = np.where(near, 1.0, sin)
+    wa = np.where(near, 1.0 - t, np.sin((1.0 - t) * theta) / safe)
+    wb = np.where(near, t, np.sin(t * theta) / safe)
+    q = wa[:, None] * qa + wb[:, None] * qb
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    return quaternion_to_matrix(q)
+
+
 def rotation_parts(m: F64) -> tuple[F64, F64]:
     """Split (...,3,3) pose matrices into rotations and per-axis scales (the columns' lengths).
 

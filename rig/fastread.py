@@ -92,12 +92,13 @@ def _evaluate(ob: bpy.types.Object, curves: list[bpy.types.FCurve], frames: list
     mode = ob.rotation_mode
     if mode == "QUATERNION":
         q = channel("rotation_quaternion")
-        rot = _quat_matrix(q / np.linalg.norm(q, axis=1, keepdims=True))
+        rot = convert.quaternion_to_matrix(q / np.linalg.norm(q, axis=1, keepdims=True))
     elif mode == "AXIS_ANGLE":
         aa = channel("rotation_axis_angle")
         axis = aa[:, 1:] / np.maximum(np.linalg.norm(aa[:, 1:], axis=1, keepdims=True), 1e-300)
         half = 0.5 * aa[:, 0]
-        rot = _quat_matrix(np.concatenate([np.cos(half)[:, None], np.sin(half)[:, None] * axis], axis=1))
+        q = np.concatenate([np.cos(half)[:, None], np.sin(half)[:, None] * axis], axis=1)
+        rot = convert.quaternion_to_matrix(q)
     else:
         rot = convert.euler_to_matrix(channel("rotation_euler"), mode)
     out = np.zeros((f, 4, 4))
@@ -144,18 +145,6 @@ def _sampled(
         return out
     finally:
         bpy.data.actions.remove(copy)
-
-
-def _quat_matrix(q: F64) -> F64:
-    w, x, y, z = q.T
-    return np.stack(
-        [
-            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], axis=-1),
-            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], axis=-1),
-            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], axis=-1),
-        ],
-        axis=1,
-    )
 
 
 def read_all(obj: bpy.types.Object, plan: Plan, frames: list[int]) -> Inputs | None:

@@ -152,6 +152,19 @@ class ReachChain(PropertyGroup):
         override=OVERRIDE,
         update=_mark_dirty,
     )
+    influence: FloatProperty(
+        name="Influence",
+        description=(
+            "How much of the IK solution the chain's bones show: 1 = IK, 0 = their FK pose (their own "
+            "channels, as animated or posed), between = each bone's rotation blended from FK toward IK. Keyable"
+        ),
+        default=1.0,
+        min=0.0,
+        max=1.0,
+        subtype="FACTOR",
+        override=OVERRIDE,
+        update=_mark_dirty,
+    )
     # Read-only status, written by the solver.
     is_valid: BoolProperty(name="Valid", default=True, options=set())
     message: StringProperty(name="Message", default="", options=set())
