@@ -105,6 +105,7 @@ class Plan:
     limits: dict[tuple[tuple[int, ...], ...], object] = field(default_factory=dict)
     lengths: NDArray[np.float64] | None = None
     bone_limits: BoneLimits | None = None  # the planned bones' limits as set (read by the rig layer once)
+    bone_names: frozenset[str] | None = None  # the planned bones' names (the rig layer's FK store compares them)
 
 
 def usable(m: NDArray[np.float64]) -> bool:
