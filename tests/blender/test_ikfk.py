@@ -283,3 +283,53 @@ def test_baking_at_influence_zero_writes_the_fk_pose() -> None:
         rigs.update()
         for b in want:
             assert _angle(_basis(obj, b), want[b]) < 1e-5, (f, b)
+
+
+def _undo_push(message: str) -> None:
+    bpy.ops.ed.undo_push(message=message)
+
+
+def test_undo_and_redo_never_take_an_ik_result_for_fk() -> None:
+    """Memfile undo in the bpy wheel (`ed.undo` runs though its poll says no window): after undoing and
+    redoing a target move and a hand pose, Influence 0 still shows the FK pose of that moment, exactly."""
+    rig, fk = _setup()
+    name = rig.obj.name
+    _undo_push("setup")
+    target = rig.chains[1].target.name
+    bpy.data.objects[target].location.x += 0.02
+    _settle()
+    _undo_push("move target")
+    obj = bpy.data.objects[name]
+    moved = rigs.pose_snapshot(obj)
+    bpy.ops.ed.undo()
+    _settle()
+    obj = bpy.data.objects[name]
+    assert rigs.pose_snapshot(obj) != moved, "undo brings back the pose before the move"
+    bpy.ops.ed.redo()
+    _settle()
+    obj = bpy.data.objects[name]
+    # (Redo drops every session cache, so iterative chains are solved again: the pose may move by rounding.)
+    for ch in obj.reach_ik.chains:
+        ch.influence = 0.0
+    _settle()
+    assert rigs.pose_snapshot(obj) == fk
+    _undo_push("influence 0")
+    # Hand posing at Influence 0.5, then undo and redo: the hand-posed value is FK, the IK result is not.
+    _chain(obj, "arm.L").influence = 0.5
+    _settle()
+    _undo_push("influence 0.5")
+    posed = Quaternion((0.9, 0.1, 0.3, -0.2)).normalized()
+    obj.pose.bones["upper_arm.L"].rotation_quaternion = posed
+    _settle()
+    _undo_push("pose by hand")
+    bpy.ops.ed.undo()
+    _settle()
+    bpy.ops.ed.redo()
+    _settle()
+    obj = bpy.data.objects[name]
+    _chain(obj, "arm.L").influence = 0.0
+    _settle()
+    assert _quaternion_bytes(obj, "upper_arm.L") == np.array(posed, dtype=np.float32).tobytes()
+    n = len(obj.pose.bones)
+    forearm_fk = np.frombuffer(fk, dtype=np.float32)[: 4 * n].reshape(n, 4)[obj.pose.bones.find("forearm.L")]
+    assert _quaternion_bytes(obj, "forearm.L") == forearm_fk.tobytes()
