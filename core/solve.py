@@ -100,6 +100,8 @@ def stack_inputs(frames: Sequence[Inputs]) -> Inputs:
         soft={k: np.concatenate([f.soft[k] for f in frames]) for k in frames[0].soft},
         stretch={k: np.concatenate([f.stretch[k] for f in frames]) for k in frames[0].stretch},
         release=set().union(*(f.release for f in frames)),
+        influence={k: np.concatenate([f.influence[k] for f in frames]) for k in frames[0].influence},
+        fk={k: np.concatenate([f.fk[k] for f in frames]) for k in frames[0].fk},
     )
 
 
@@ -1099,6 +1101,7 @@ def _solve_levels(
             work.propagate()
         batches: dict[tuple[str, int, bool], list[ChainPlan]] = {}
         inputs = _with_local_targets(work, inputs, [g for g in groups if g.level == lv])
+        held = _fk_start(work, [g for g in groups if g.level == lv], inputs) if inputs.influence else {}
         for g in groups:
             if g.level != lv:
                 continue
@@ -1124,6 +1127,174 @@ def _solve_levels(
             failed = _guarded(report, sk, chains, run)
             if rest_start:
                 off_pose.update(b for c in failed for b in c.bones)
+        if inputs.influence:
+            _blend_level(snap, work, [g for g in groups if g.level == lv], inputs, space, report, held)
+
+
+def _bone_influence(group: Group, influence: dict[int, F64], f: int) -> dict[int, F64]:
+    """(F,) Influence of each bone of `group` that some chain blends: in a tree, the largest of the chains
+    through the bone (a shared bone follows IK as long as any of its chains does). Absent: 1."""
+    out: dict[int, F64] = {}
+    for c in group.chains:
+        w = influence.get(c.index)
+        for b in c.bones:
+            here = np.broadcast_to(w, (f,)) if w is not None else np.ones(f)
+            out[b] = np.maximum(out[b], here) if b in out else here
+    return {b: w for b, w in out.items() if (w < 1.0).any()}
+
+
+def _apply_preset(work: _Work, preset: dict[int, F64]) -> None:
+    """Give bones the basis rotations `preset` (bone -> (F,3,3)) in the working pose, parents first, each
+    keeping its head's offset from its parent; the bones below follow (`_Work.propagate`)."""
+    sk = work.sk
+    f = work.matrices.shape[0]
+    bones = sorted(preset, key=lambda b: (int(sk.depth[b]), b))
+    before = {b: (work.rot[:, b].copy(), work.heads()[:, b].copy()) for b in bones}
+    for k, b in enumerate(bones):
+        if k and sk.depth[b] != sk.depth[bones[k - 1]]:
+            work.propagate()  # bones between two preset ones follow the upper one first
+        p = int(sk.parent[b])
+        p_rot = work.rot[:, p] if p >= 0 else np.broadcast_to(np.eye(3), (f, 3, 3))
+        rot = p_rot @ sk.rest_rel[b][None] @ preset[b]
+        head = before[b][1]
+        if p >= 0:
+            old_p = before[p] if p in before else (work.rot0[:, p], work.original[:, p, :3, 3])
+            offset = np.einsum("fji,fj->fi", old_p[0], before[b][1] - old_p[1])
+            head = work.heads()[:, p] + np.einsum("fij,fj->fi", p_rot, offset)
+        work.set_bones([b], rot[:, None], head[:, None])
+    work.propagate()
+
+
+def _fk_start(work: _Work, groups: Sequence[Group], inputs: Inputs) -> dict[int, tuple[F64, F64, F64]]:
+    """Put the bones of blended groups in their FK pose before they are solved; returns their pose before.
+
+    A blended chain's IK solution starts from its FK pose (Start From 'Current'; 'Rest' starts from rest
+    as always), so what it shows is a function of the FK pose and the targets, as with Blender's own
+    constraint: the same whether reached by playback, scrubbing or a bake, and no drift from re-solving a
+    blend. At Influence 1 the warm start from the current pose is kept.
+    """
+    sk = work.sk
+    f = work.matrices.shape[0]
+    held: dict[int, tuple[F64, F64, F64]] = {}
+    if inputs.basis is not None:
+        return held
+    for g in groups:
+        if not _bone_influence(g, inputs.influence, f):
+            continue
+        before = {b: (work.rot[:, b].copy(), work.heads()[:, b].copy()) for b in g.bones}
+        rots: dict[int, F64] = {}
+        heads: dict[int, F64] = {}
+        for b in g.bones:  # parents before children
+            fk = inputs.fk.get(b)
+            p = int(sk.parent[b])
+            inside = p in rots
+            p_rot = rots[p] if inside else (work.rot[:, p] if p >= 0 else np.broadcast_to(np.eye(3), (f, 3, 3)))
+            rots[b] = p_rot @ sk.rest_rel[b][None] @ fk if fk is not None else before[b][0]
+            if inside:
+                offset = np.einsum("fji,fj->fi", before[p][0], before[b][1] - before[p][1])
+                heads[b] = heads[p] + np.einsum("fij,fj->fi", p_rot, offset)
+            else:
+                heads[b] = before[b][1]
+        for b in g.bones:
+            held[b] = (work.matrices[:, b].copy(), work.rot[:, b].copy(), np.asarray(b in work.solved))
+        work.set_bones(g.bones, np.stack([rots[b] for b in g.bones], 1), np.stack([heads[b] for b in g.bones], 1))
+    return held
+
+
+def _blend_level(
+    snap: Snapshot,
+    work: _Work,
+    groups: Sequence[Group],
+    inputs: Inputs,
+    space: _Space,
+    report: RigReport,
+    held: dict[int, tuple[F64, F64, F64]],
+) -> None:
+    """Blend the solved bones of `groups` from their FK pose toward the IK solution by their chains' Influence.
+
+    Per bone, in its parent's frame: basis = slerp(FK basis, IK basis, w) (as quaternions, the shorter way),
+    then the chain is rebuilt root to tip on the blended rotations, each bone's head keeping its offset from
+    its parent's head as the solve left it. Influence 1 leaves the solve as it is; 0 gives the FK rotations
+    (the rig layer then writes the FK channel values themselves, byte for byte). The outcomes of blended
+    chains are measured again on the blended pose: a chain that does not reach there does not say it does.
+    Runs per level, before the chains below are solved, so they reach from their parent's blended pose.
+    """
+    sk = work.sk
+    f = work.matrices.shape[0]
+    for g in groups:
+        if not all(c.index in report.outcomes and report.outcomes[c.index].valid for c in g.chains):
+            # Not solved: its bones go back to the pose Blender shows (`_fk_start` moved them), unwritten.
+            for b in g.bones:
+                if b in held:
+                    work.matrices[:, b], work.rot[:, b] = held[b][0], held[b][1]
+                    if not bool(held[b][2]):
+                        work.solved.discard(b)
+            continue
+        weights = _bone_influence(g, inputs.influence, f)
+        if not weights:
+            continue
+        bones = [b for b in g.bones if b in work.solved]
+        ik_rot = {b: work.rot[:, b].copy() for b in bones}
+        ik_head = {b: work.heads()[:, b].copy() for b in bones}
+        new_rot: dict[int, F64] = {}
+        new_head: dict[int, F64] = {}
+        for b in bones:  # parents before children
+            p = int(sk.parent[b])
+            inside = p in ik_rot
+            p_ik = ik_rot[p] if inside else (work.rot[:, p] if p >= 0 else np.broadcast_to(np.eye(3), (f, 3, 3)))
+            p_new = new_rot[p] if inside else p_ik
+            w = weights.get(b)
+            fk = inputs.fk.get(b)
+            if w is None or fk is None:
+                basis = local_rotations(ik_rot[b], p_ik, sk.rest_rel[b][None])
+            else:
+                basis_ik = local_rotations(ik_rot[b], p_ik, sk.rest_rel[b][None])
+                basis = convert.slerp_rotations(fk, basis_ik, w)
+                basis = np.where((w >= 1.0)[:, None, None], basis_ik, np.where((w <= 0.0)[:, None, None], fk, basis))
+            new_rot[b] = p_new @ sk.rest_rel[b][None] @ basis
+            if inside:
+                offset = np.einsum("fji,fj->fi", p_ik, ik_head[b] - ik_head[p])  # in the parent's frame
+                new_head[b] = new_head[p] + np.einsum("fij,fj->fi", p_new, offset)
+            else:
+                new_head[b] = ik_head[b]
+        work.set_bones(bones, np.stack([new_rot[b] for b in bones], axis=1), np.stack([new_head[b] for b in bones], 1))
+        for c in g.chains:
+            w = inputs.influence.get(c.index)
+            if w is None or not (w < 1.0).any():
+                continue
+            _reoutcome(work, c, inputs, space, report, float(snap.settings.tolerance), w)
+
+
+def _reoutcome(
+    work: _Work, c: ChainPlan, inputs: Inputs, space: _Space, report: RigReport, tolerance: float, w: F64
+) -> None:
+    """A blended chain's outcome, measured on the blended pose (its IK outcome's iterations kept)."""
+    ik = report.outcomes[c.index]
+    tip = c.bones[-1]
+    goals = space.points(inputs.targets[c.index])
+    residuals = np.linalg.norm(work.tails([tip])[:, 0] - goals, axis=1) * space.scale  # (F,) world units
+    worst = int(np.argmax(residuals))
+    residual = float(residuals[worst])
+    reached = bool((residuals <= tolerance * (1.0 + 1e-6)).all())
+    message = ik.message
+    if not reached:
+        name = work.sk.names[tip]
+        share = float(w[worst])
+        if share <= 0.0:
+            message = (
+                f"FK: Influence is 0, so the chain shows its FK pose, and the tip of '{name}' is {residual:.4g} "
+                "from the target: raise Influence to reach it"
+            )
+        else:
+            message = (
+                f"blended: Influence {share:.3g} shows the pose {share:.0%} of the way from FK to IK, so the tip of "
+                f"'{name}' is {residual:.4g} from the target"
+            )
+            if not ik.reached:
+                message += f" (IK alone: {ik.message})"
+        if len(residuals) > 1:
+            message = f"worst frame #{worst}: {message}"
+    report.outcomes[c.index] = replace(ik, message=message, residual=residual, reached=reached, residuals=residuals)
 
 
 def _usable_groups(
@@ -1236,6 +1407,8 @@ def solve(
             if inputs.basis is not None:
                 channel_y[:, unit_y] = 1.0
             work.channel_y = channel_y
+    if inputs.preset:
+        _apply_preset(work, inputs.preset)
     groups = _usable_groups(snap, limited, inputs, sc, report, channels)
     kept = {id(g) for g in groups}
     dropped = [g for g in limited if id(g) not in kept]

@@ -17,10 +17,20 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..core import convert
-from . import anim, armature, cache, fastread, live
+from ..core.model import Plan
+from . import anim, armature, cache, fastread, fk, live
 from .chains import ChainChoiceError, choose_chains
 from .props import rig_settings
-from .solve import Inputs, check_inputs, prepare, read_inputs, solve_inputs, stack_inputs, stretch_release
+from .solve import (
+    WRITTEN_CHANNELS,
+    Inputs,
+    check_inputs,
+    prepare,
+    read_inputs,
+    solve_inputs,
+    stack_inputs,
+    stretch_release,
+)
 
 F64 = NDArray[np.float64]
 Progress = Callable[[float, str], None]
@@ -268,6 +278,11 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
 
     settings = rig_settings(obj)
     result.bones = [sk.names[b] for b in solved.bones]
+    # The keys hold the baked bones' pose now: their FK pose is what the keys play (the FK rule), and a
+    # chain disabled after the bake has nothing of its own to give back.
+    store = fk.Store.read(obj)
+    store.drop(result.bones)
+    store.write(obj)
     # The keys hold the baked bones' stretch now: live solving has no stretch of its own left to undo there.
     written = cache.stretched.get(obj.session_uid, {})
     for b in solved.scale_bones:
@@ -304,14 +319,23 @@ def _frame_of(message: str, frames: list[int]) -> int | None:
 
 
 def _read_frames(
-    obj: bpy.types.Object, plan: object, frames: list[int], scene: bpy.types.Scene, progress: Progress | None
+    obj: bpy.types.Object, plan: Plan, frames: list[int], scene: bpy.types.Scene, progress: Progress | None
 ) -> list[Inputs]:
     stack = []
     every = max(1, len(frames) // 20)
+    # The FK pose of each frame, by the live rule (rig/fk.py): a channel the frame's animation set is FK, one
+    # still holding what live solving wrote has the stored FK value. Worked out on a copy: a bake stores
+    # nothing.
+    store = fk.Store.read(obj)
+    names = armature.skeleton(obj).names
+    modes = armature.rotation_mode_values(obj)
     for n, f in enumerate(frames):
         scene.frame_set(f)
         try:
-            stack.append(read_inputs(obj, plan, settings_now=True))  # type: ignore[arg-type]
+            inputs = read_inputs(obj, plan, settings_now=True)
+            channels = armature.read_channels(obj, WRITTEN_CHANNELS)
+            fk.fill(plan, names, modes, channels, store, fk.influences(obj, plan), inputs, every=True)
+            stack.append(inputs)
         except ReferenceError as exc:
             raise BakeError(f"frame {f}: a target or pole was deleted during the bake ({exc})") from exc
         except AttributeError as exc:

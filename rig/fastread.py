@@ -167,6 +167,9 @@ def read_all(obj: bpy.types.Object, plan: Plan, frames: list[int]) -> Inputs | N
             if path[len(prefix) : path.index('"].rotation_')] not in chain_bones:
                 return None
     chains = [c for g in plan.groups for c in g.chains]
+    if any(rig_settings(obj).chains[c.index].influence < 1.0 for c in chains):
+        # A blend with the FK pose: the FK pose of each frame is the chain bones' channels there (frame_set).
+        return None
     if any(c.target_bone or c.pole_bone for c in chains):
         # A bone target's matrix is its armature's evaluated pose (parents, constraints, drivers): step frames.
         return None

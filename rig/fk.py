@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..core import convert
+from ..core.model import Inputs, Plan
 from . import armature
 
 F32 = NDArray[np.float32]
@@ -92,6 +93,11 @@ def basis_rotations(raw: F32, modes: Sequence[int]) -> F64:
     return out
 
 
+def has_store(obj: bpy.types.Object) -> bool:
+    """Whether `obj` holds FK values (a cheap test: one ID property lookup)."""
+    return obj.get(ROWS_KEY) is not None
+
+
 @dataclass
 class Store:
     """An armature's stored FK and written values, by bone name (see the module docstring)."""
@@ -120,13 +126,19 @@ class Store:
             return
         if not self.names:
             for key in (ROWS_KEY, NAMES_KEY):
-                if key in obj:
+                if obj.get(key) is not None:
                     del obj[key]
         else:
             names = json.dumps(self.names)
             if obj.get(NAMES_KEY) != names:
                 obj[NAMES_KEY] = names
-            obj[ROWS_KEY] = np.ascontiguousarray(self.rows).ravel()
+            flat = np.ascontiguousarray(self.rows).ravel()
+            old = obj.get(ROWS_KEY)
+            if old is not None and len(old) != flat.size:
+                # Assigning an array of another length to an existing array property keeps its old length
+                # (bpy 4.5, measured): replace it instead.
+                del obj[ROWS_KEY]
+            obj[ROWS_KEY] = flat
         self.changed = False
 
     def _row(self, name: str) -> int:
@@ -262,4 +274,106 @@ def apply_current(obj: bpy.types.Object, names: Iterable[str]) -> None:
             continue
         mode = int(modes[b])
         store.set_fk(name, mode, raw_rotations(channels, [b], [mode])[0], channels["scale"][b, 1])
+    store.write(obj)
+
+
+@dataclass
+class Frame:
+    """The FK pose of the planned chains' bones in one frame, and what a write must do with it."""
+
+    names: list[str]
+    bones: list[int]
+    modes: list[int]
+    fk_rot: F32  # (n, 4) raw FK rotations
+    fk_sy: F32  # (n,) FK Y scales
+    exact: list[int] = field(default_factory=list)  # rows of bones shown at Influence 0: written as FK, exactly
+
+
+def influences(obj: bpy.types.Object, plan: Plan) -> dict[int, float]:
+    """Each planned chain's Influence as set now (a script can store NaN: read as 1, pure IK)."""
+    from .props import rig_settings
+
+    settings = rig_settings(obj).chains
+    out = {}
+    for g in plan.groups:
+        for c in g.chains:
+            w = float(settings[c.index].influence)
+            out[c.index] = min(max(w, 0.0), 1.0) if w == w else 1.0
+    return out
+
+
+def fill(
+    plan: Plan,
+    sk_names: Sequence[str],
+    modes: NDArray[np.int32],
+    channels: Channels,
+    store: Store,
+    weights: dict[int, float],
+    inputs: Inputs,
+    every: bool = False,
+) -> Frame:
+    """Work out the FK pose of the planned bones from `channels` (updating `store`, see `Store.fk`), and put
+    the Influence and FK basis of the blended chains into `inputs` (one frame; `every`: every chain, even at
+    Influence 1, so frames read one by one stack alike: a bake)."""
+    bones = list(dict.fromkeys(b for g in plan.groups for b in g.bones))
+    names = [sk_names[b] for b in bones]
+    bone_modes = modes[bones].tolist()
+    rot = raw_rotations(channels, bones, bone_modes)
+    sy = channels["scale"][bones, 1].copy()
+    fk_rot, fk_sy = store.fk(names, bone_modes, rot, sy)
+    frame = Frame(names, bones, bone_modes, fk_rot, fk_sy)
+    row = {b: r for r, b in enumerate(bones)}
+    blended = {b for g in plan.groups for c in g.chains if every or weights.get(c.index, 1.0) < 1.0 for b in c.bones}
+    if blended:
+        rows = [row[b] for b in bones if b in blended]
+        basis = basis_rotations(fk_rot[rows], [bone_modes[r] for r in rows])
+        for k, r in enumerate(rows):
+            inputs.fk[bones[r]] = basis[k][None]
+        for g in plan.groups:
+            for c in g.chains:
+                w = weights.get(c.index, 1.0)
+                if every or w < 1.0:
+                    inputs.influence[c.index] = np.array([w])
+    # Bones every chain through which is at Influence 0 show their FK values themselves.
+    most: dict[int, float] = {}
+    for g in plan.groups:
+        for c in g.chains:
+            for b in c.bones:
+                most[b] = max(most.get(b, 0.0), weights.get(c.index, 1.0))
+    frame.exact = [row[b] for b in bones if most.get(b, 1.0) <= 0.0]
+    return frame
+
+
+def written(frame: Frame, store: Store, channels: Channels, solved: set[int]) -> set[str]:
+    """After a solve put its rotations into `channels`: give Influence-0 bones of chains it solved (`solved`:
+    their bones) their exact FK values, and note in `store` what the channels of the planned bones hold.
+    Returns the channel names changed."""
+    changed: set[str] = set()
+    rows = [r for r in frame.exact if frame.bones[r] in solved]
+    if rows:
+        bones = [frame.bones[r] for r in rows]
+        changed |= put_raw_rotations(channels, bones, [frame.modes[r] for r in rows], frame.fk_rot[rows])
+        scale = channels["scale"]
+        for r, b in zip(rows, bones, strict=True):
+            if scale[b, 1].tobytes() != frame.fk_sy[r].tobytes():
+                scale[b, 1] = frame.fk_sy[r]
+                changed.add("scale")
+    store.wrote(
+        frame.names, raw_rotations(channels, frame.bones, frame.modes), channels["scale"][frame.bones, 1].copy()
+    )
+    return changed
+
+
+def release(obj: bpy.types.Object) -> None:
+    """Give back the FK values of stored bones no enabled chain drives (a rig with Live off, or no chains)."""
+    if not has_store(obj):
+        return
+    store = Store.read(obj)
+    keep = enabled_chain_bones(obj)
+    if keep is None or all(n in keep for n in store.names):
+        return
+    channels = armature.read_channels(obj, (*armature.ROTATION_CHANNELS, ("scale", 3)))
+    index = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
+    changed = restore(store, index, armature.rotation_mode_values(obj), channels, keep)
+    armature.write_channels(obj, channels, changed)
     store.write(obj)

@@ -27,7 +27,7 @@ from bpy.app.handlers import persistent
 from numpy.typing import NDArray
 
 from ..core.model import Group, Plan, Skeleton
-from . import armature, cache
+from . import armature, cache, fk
 from .props import rig_settings
 from .solve import ChainState, Entry, LiveReads, chain_state, solve_rig, store_status
 
@@ -222,8 +222,8 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
     if roots and pose is not None:
         data.append(pose[roots].tobytes())
     channels = armature.read_channels(obj, armature.ALL_CHANNELS)
-    # Pole angles are per-frame numbers (keyable): a change solves the rig, without a new plan.
-    angles = tuple(ch.pole_angle for ch in s.chains)
+    # Pole angles and influences are per-frame numbers (keyable): a change solves the rig, without a new plan.
+    angles = tuple((ch.pole_angle, ch.influence) for ch in s.chains)
     settings = (s.tolerance, s.max_iterations, s.roll_mode, s.start_from, settings_version(obj), state, angles)
     seen = _Seen(b"".join(data), _channel_bytes(channels), settings, sk.key, mats[0].tobytes(), mats, pose, channels)
     # What can change this rig's solve: itself (pose, transform, settings), its armature data, and the
@@ -350,7 +350,10 @@ def _scene_rigs(scene: bpy.types.Scene) -> list[bpy.types.Object]:
     key = scene.session_uid
     rigs = cache.scene_rigs.get(key)
     if rigs is None:
-        found = [ob for ob in scene.objects if ob.type == "ARMATURE" and len(rig_settings(ob).chains)]
+        # An armature with no chains left may still hold FK values to give back (`fk.release`).
+        found = [
+            ob for ob in scene.objects if ob.type == "ARMATURE" and (len(rig_settings(ob).chains) or fk.has_store(ob))
+        ]
         for ob in found:
             cache.hangs[ob.session_uid] = _hangs_of(ob, chain_state(ob)[1])
         rigs = _dependency_order(found)
@@ -408,6 +411,7 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
                 continue
             settings = rig_settings(obj)
             if not settings.live or not len(settings.chains):
+                fk.release(obj)  # chains disabled or removed give their bones' FK pose back, Live or not
                 continue
             try:
                 _solve_live(obj, moved, uid in leaders)

@@ -32,7 +32,7 @@ from ..core.model import (
     Solved,
 )
 from ..core.solve import stack_inputs
-from . import armature, cache
+from . import armature, cache, fk
 from .chains import build_plan, rig_problem
 from .props import bone_limits, rig_settings
 
@@ -316,12 +316,23 @@ def solve_rig(
     solving: those whose inputs changed, and the groups below them); the others keep their pose.
     """
     report, sk, plan = prepare(obj, only, cached, reads)
-    if sk is None or plan is None or not plan.groups:
-        return report
-    chosen = plan.groups if select is None else select(plan)
-    if not chosen:
+    if sk is None or plan is None:
         return report
     channels = reads.channels if reads is not None else armature.read_channels(obj, WRITTEN_CHANNELS)
+    store = fk.Store.read(obj)
+    restored: set[str] = set()
+    given: list[int] = []  # bones given their FK pose back (no enabled chain drives them any more)
+    if write and store.names and only is None:
+        before = {attr: a.copy() for attr, a in channels.items()}
+        restored = _restore_free(obj, sk, plan, store, channels)
+        if restored:
+            given = [b for b in range(len(sk.names)) if any((channels[a][b] != before[a][b]).any() for a in restored)]
+    chosen = plan.groups if select is None else select(plan)
+    if not chosen:
+        if restored:
+            armature.write_channels(obj, channels, restored)
+            store.write(obj)
+        return report
     # Built on the whole plan, so its cached lengths and limits are the plan's own.
     snap = snapshot(obj, sk, plan, with_channels=True)
     if len(chosen) != len(plan.groups):
@@ -341,16 +352,48 @@ def solve_rig(
         return report
     assert inputs.scale is not None  # read_inputs reads the scale channels
     inputs.release = stretch_release(obj, sk, plan, inputs.scale[0])
+    modes = armature.rotation_mode_values(obj)
+    frame = fk.fill(plan, sk.names, modes, channels, store, fk.influences(obj, plan), inputs)
+    if given:
+        # The chains still driven are solved on the pose the given-back bones will show.
+        raw = fk.raw_rotations(channels, given, modes[given].tolist())
+        basis = fk.basis_rotations(raw, modes[given].tolist())
+        inputs.preset = {b: basis[k][None] for k, b in enumerate(given)}
     solved = core.solve(snap, inputs, report, channels=channels, final_pose=carry)
-    if write and solved.bones:
-        changed = armature.rotations_to_channels(obj, solved.bones, solved.basis[0], channels)
+    if write:
+        changed = set(restored)
+        if solved.bones:
+            changed |= armature.rotations_to_channels(obj, solved.bones, solved.basis[0], channels)
+        if given:
+            # Their exact FK values, not the solve's float64 round trip of them.
+            fk.put_raw_rotations(channels, given, modes[given].tolist(), raw)
         if solved.scale_bones:
             changed |= armature.scale_to_channels(solved.scale_bones, solved.scale_y[0], channels)
             remember_stretch(obj, sk, solved.scale_bones, channels["scale"][solved.scale_bones, 1])
+        # Only chains that were solved: a chain refused here keeps its pose, and its bones' FK as it was.
+        valid = {b for g in plan.groups for c in g.chains if report.outcomes.get(c.index, _NONE).valid for b in c.bones}
+        changed |= fk.written(frame, store, channels, valid)
         armature.write_channels(obj, channels, changed)
+        store.write(obj)
         if carry and changed and solved.pose is not None:
             report.moved = (inputs.pose[0], solved.pose[0])
     return report
+
+
+_NONE = ChainOutcome(False, "")
+
+
+def _restore_free(
+    obj: bpy.types.Object, sk: Skeleton, plan: Plan, store: fk.Store, channels: armature.Channels
+) -> set[str]:
+    """Give the stored bones that no enabled chain drives any more their FK values back (`fk.restore`)."""
+    planned = {sk.names[b] for g in plan.groups for b in g.bones}
+    if all(n in planned for n in store.names):
+        return set()  # the common case: every stored bone is still driven
+    keep = fk.enabled_chain_bones(obj)
+    if keep is None:
+        return set()
+    return fk.restore(store, sk.index, armature.rotation_mode_values(obj), channels, keep)
 
 
 # The channels a solve writes: the rotation channels, and the scale (Y) of stretching chains.
