@@ -1,13 +1,13 @@
 """IK <-> FK operators: `reach.snap_to_pose`, `reach.apply_to_fk` and `reach.switch` (the work is `rig.ikfk`).
 
 Each works on the active chain, the chains whose tip bone is selected, or every enabled chain; refuses invalid
-chains with a message, changing nothing; and is one undo step. Key defaults to the scene's Auto Keying.
+chains with a message, changing nothing; and is one undo step. Key, when not given, follows Auto Keying.
 """
 
 from __future__ import annotations
 
 from bpy.props import BoolProperty, EnumProperty
-from bpy.types import Context, Event, Object, Operator
+from bpy.types import Context, Object, Operator
 
 from ..rig import ikfk
 from ..rig.compat import classes_factory
@@ -26,28 +26,28 @@ class _IkFkOperator(Operator):
 
     bl_options = {"REGISTER", "UNDO"}
 
-    chains: EnumProperty(name="Chains", items=CHAIN_ITEMS, default="ACTIVE")
+    # Not remembered between runs: a button means its own chains, and Key follows Auto Keying unless set.
+    chains: EnumProperty(name="Chains", items=CHAIN_ITEMS, default="ACTIVE", options={"SKIP_SAVE"})
     key: BoolProperty(
         name="Key",
         description="Insert keyframes at the current frame on what changed (default: on when Auto Keying is on)",
         default=False,
+        options={"SKIP_SAVE"},
     )
 
     @classmethod
     def poll(cls, context: Context) -> bool:
         return _poll_armature(cls, context)
 
-    def invoke(self, context: Context, event: Event) -> set[str]:
-        scene = context.scene
-        if not self.properties.is_property_set("key") and scene is not None:
-            self.key = bool(scene.tool_settings.use_keyframe_insert_auto)
-        return self.execute(context)
-
     def execute(self, context: Context) -> set[str]:
         obj = _armature(context)
         if obj is None:
             self.report({"ERROR"}, "Reach IK: make an armature the active object first")
             return {"CANCELLED"}
+        scene = context.scene
+        if not self.properties.is_property_set("key") and scene is not None:
+            # Not given (a button, a script): as the animator's Auto Keying (the timeline's record button).
+            self.key = bool(scene.tool_settings.use_keyframe_insert_auto)
         try:
             outcome = self.run(obj)
         except ikfk.IkFkError as exc:

@@ -60,7 +60,7 @@ def choose_chains(obj: bpy.types.Object, which: str | set[int], doing: str) -> s
         if not 0 <= i < len(chains):
             raise ChainChoiceError(f"'{obj.name}' has no active chain to {doing}")
         if not chains[i].enabled:
-            raise ChainChoiceError(f"the active chain '{chains[i].name}' is disabled: enable it to {doing} it")
+            raise ChainChoiceError(f"the active chain '{chains[i].name}' is disabled: enable it to {doing}")
         picked = {i}
     elif which == "SELECTED":
         bones = obj.pose.bones

@@ -42,8 +42,8 @@ from .solve import prepare, read_inputs, solve_inputs, stretch_release
 F64 = NDArray[np.float64]
 
 # Dry solves per chain group while correcting a snap: the first is the check, the others correct (one is
-# usually enough; Soft near full extension converges more slowly and stops at the best placement).
-ROUNDS = 8
+# usually enough; Soft near full extension takes a few more, and a pose no target gives stops at the best).
+ROUNDS = 16
 _TRANSFORM = ("location", "rotation_quaternion", "rotation_euler", "rotation_axis_angle", "scale")
 
 
@@ -426,74 +426,95 @@ def _dry_solve(
     return (solved.pose if solved.pose is not None else matrices)[0], report
 
 
-def _correct(pose: _Pose, p: Placement, solved: F64, gain: float) -> bool:
-    """Move the placement toward what the dry solve missed; False when there is nothing left to move."""
-    c = p.chain
-    tip = c.bones[-1]
-    moved = False
-    miss = pose.tail(tip) - pose.tail(tip, solved)
-    if float(np.linalg.norm(miss)) * pose.scale > 1e-9:
-        p.target_at[:3, 3] += miss / gain
-        moved = True
-    if p.pole_at is not None:
-        root, axis, bend = _bend(pose, c)
-        _root, _axis, got = _bend(pose, c, solved)
-        want, have = _perpendicular(bend, axis), _perpendicular(got, axis)
-        if np.linalg.norm(want) > 0.0 and np.linalg.norm(have) > 0.0:
-            angle = math.atan2(float(np.dot(axis, np.cross(have, want))), float(np.dot(have, want)))
-            if abs(angle) > 1e-9:
-                goal_axis = _unit(p.target_at[:3, 3] - root)
-                p.pole_at[:3, 3] = _turned(p.pole_at[:3, 3], root, goal_axis, angle)
-                moved = True
-    return moved
+@dataclass
+class _Reach:
+    """The search for where a chain's target must be for the tip to end where it is in the pose.
+
+    A target at the tip's tail is right unless the solve eases the tip short of it: Soft does, along the
+    root -> target line, the more the nearer full extension (exponentially), so the target must go out along
+    that line. `t` is how far, along the line the first dry solve missed by: the step at least doubles until
+    the tip passes its place, then regula falsi (Illinois) closes in. Any miss across the line is added as is.
+    """
+
+    start: F64  # (3,) the target at t = 0
+    line: F64 | None = None  # (3,) unit direction, from the first miss
+    t: float = 0.0
+    lo: tuple[float, float] = (0.0, 0.0)  # (t, miss along the line) with the tip short of its place
+    hi: tuple[float, float] | None = None  # ... with the tip past it
+    last: int = 0  # which end regula falsi moved last (Illinois halves the other's miss)
+
+    def next(self, miss: F64) -> F64:
+        """The target position after a dry solve whose tip missed its place by `miss` (pose - solved)."""
+        if self.line is None:
+            if float(np.linalg.norm(miss)) <= 1e-12:
+                return self.start.copy()  # the tip is in place (another bone missed: the pole's business)
+            self.line = _unit(miss)
+        along = float(np.dot(miss, self.line))
+        across: F64 = miss - along * self.line
+        if along >= 0.0:
+            if self.last == -1 and self.hi is not None:
+                self.hi = (self.hi[0], 0.5 * self.hi[1])
+            self.lo, self.last = (self.t, along), -1
+        else:
+            if self.last == 1:
+                self.lo = (self.lo[0], 0.5 * self.lo[1])
+            self.hi, self.last = (self.t, along), 1
+        if self.hi is None:
+            t0 = self.lo[0]
+            grow = max(2.0 * t0, t0 + along)  # the fixed-point step first, then at least doubling
+            self.t = grow if t0 > 0.0 else along
+        else:
+            (t0, m0), (t1, m1) = self.lo, self.hi
+            self.t = t0 + m0 * (t1 - t0) / (m0 - m1)
+        self.start = self.start + across
+        out: F64 = self.start + self.line * self.t
+        return out
+
+
+def _turn_pole(pose: _Pose, p: Placement, solved: F64) -> None:
+    """Turn the pole about the root -> target axis by the angle between the pose's bend and the solve's."""
+    if p.pole_at is None:
+        return
+    root, axis, bend = _bend(pose, p.chain)
+    _root, _axis, got = _bend(pose, p.chain, solved)
+    want, have = _perpendicular(bend, axis), _perpendicular(got, axis)
+    if np.linalg.norm(want) > 0.0 and np.linalg.norm(have) > 0.0:
+        angle = math.atan2(float(np.dot(axis, np.cross(have, want))), float(np.dot(have, want)))
+        p.pole_at[:3, 3] = _turned(p.pole_at[:3, 3], root, _unit(p.target_at[:3, 3] - root), angle)
 
 
 def _place_group(
     obj: bpy.types.Object, sk: Skeleton, plan: Plan, g: Group, picked: set[int], pose: _Pose, tol: float
 ) -> list[Placement]:
-    """Placements for the picked chains of group `g`, checked and corrected by dry solves."""
+    """Placements for the picked chains of group `g`, checked and corrected by dry solves; each keeps the
+    best one tried."""
     view = replace(plan, groups=[g])
     inputs = read_inputs(obj, view, pose_now=pose.matrices)
     assert inputs.scale is not None  # read_inputs reads the scale channels
     inputs.release = stretch_release(obj, sk, view, inputs.scale[0])
     places = [_initial(obj, pose, c, g.is_tree) for c in g.chains if c.index in picked]
-    best: list[tuple[float, F64, F64 | None, str]] = [(math.inf, p.target_at.copy(), None, "") for p in places]
-    gains = [1.0] * len(places)
-    last: list[F64 | None] = [None] * len(places)
+    best = [Placement(p.chain, p.target, p.target_at.copy(), p.pole, p.pole_at) for p in places]
+    reach = [_Reach(p.target_at[:3, 3].copy()) for p in places]
     for _round in range(ROUNDS):
         solved, report = _dry_solve(obj, sk, view, inputs, pose, places)
-        for p in places:
+        done = True
+        for k, p in enumerate(places):
             out = report.outcomes.get(p.chain.index)
             if out is None or not out.valid:
                 raise IkFkError(f"chain '{p.chain.name}' cannot be solved: {out.message if out else 'not solved'}")
-        done = True
-        for k, p in enumerate(places):
             miss, worst = pose.miss(p.chain.bones, solved)
-            if miss < best[k][0]:
-                pole = p.pole_at.copy() if p.pole_at is not None else None
-                best[k] = (miss, p.target_at.copy(), pole, sk.names[worst])
+            if miss < best[k].miss:
+                pole_at = p.pole_at.copy() if p.pole_at is not None else None
+                best[k] = Placement(p.chain, p.target, p.target_at.copy(), p.pole, pole_at, miss, sk.names[worst])
             if miss <= tol:
                 continue
-            # Soft eases the tip short of its target: move the target by the miss over how much of the
-            # last move reached the tip (the secant), so the correction converges where the curve flattens.
-            tip = pose.tail(p.chain.bones[-1], solved)
-            previous = last[k]
-            if previous is not None:
-                moved = float(np.linalg.norm(previous[1] - tip))
-                step = float(np.linalg.norm(previous[0]))
-                if step > 1e-12:
-                    gains[k] = min(max(moved / step, 0.02), 1.0)
-            before = p.target_at[:3, 3].copy()
-            if _correct(pose, p, solved, gains[k]):
-                done = False
-                last[k] = np.stack([p.target_at[:3, 3] - before, tip])
+            done = False
+            tip = p.chain.bones[-1]
+            p.target_at[:3, 3] = reach[k].next(pose.tail(tip) - pose.tail(tip, solved))
+            _turn_pole(pose, p, solved)
         if done:
             break
-    for k, p in enumerate(places):
-        p.miss, p.target_at, pole_at, p.worst = best[k]
-        if pole_at is not None:
-            p.pole_at = pole_at
-    return places
+    return best
 
 
 def _write(obj: bpy.types.Object, places: Sequence[Placement], pose: _Pose, tx: _Transaction, tol: float) -> None:
