@@ -40,15 +40,14 @@ class _IkFkOperator(Operator):
         return _poll_armature(cls, context)
 
     def execute(self, context: Context) -> set[str]:
-        obj = _armature(context)
-        if obj is None:
-            self.report({"ERROR"}, "Reach IK: make an armature the active object first")
-            return {"CANCELLED"}
         scene = context.scene
         if not self.properties.is_property_set("key") and scene is not None:
             # Not given (a button, a script): as the animator's Auto Keying (the timeline's record button).
             self.key = bool(scene.tool_settings.use_keyframe_insert_auto)
         try:
+            obj = _armature(context)
+            if obj is None:
+                raise ikfk.IkFkError("make an armature the active object first")
             outcome = self.run(obj)
         except ikfk.IkFkError as exc:
             self.report({"ERROR"}, f"Reach IK: {exc}")

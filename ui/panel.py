@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 # Icon names as plain strings (`Any`: the stubs type icons as one long Literal).
 SOLVER_ICONS: dict[str, Any] = {item[0]: item[3] for item in SOLVER_ITEMS}
+SWITCH_ICONS: dict[str, Any] = {"IK": "CON_KINEMATIC", "FK": "BONE_DATA"}
 
 
 def armature_in_reach(context: Context) -> Object | None:
@@ -151,7 +152,7 @@ def draw_ik_fk(layout: UILayout, chain: ReachChain) -> None:
     row.operator("reach.snap_to_pose", text="Snap IK to Pose", icon="SNAP_ON").chains = "ACTIVE"
     row.operator("reach.apply_to_fk", text="Apply IK to FK", icon="POSE_HLT").chains = "ACTIVE"
     row = buttons.row(align=True)
-    for mode, icon in (("IK", "CON_KINEMATIC"), ("FK", "BONE_DATA")):
+    for mode, icon in SWITCH_ICONS.items():
         op = row.operator("reach.switch", text=f"Switch to {mode}", icon=icon)
         op.mode, op.chains = mode, "ACTIVE"
     layout.separator()

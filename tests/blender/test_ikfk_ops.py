@@ -18,7 +18,7 @@ import conftest
 import numpy as np
 import pytest
 import rigs
-from mathutils import Euler, Vector
+from mathutils import Euler, Matrix, Vector
 from test_ikfk import _basis, _character, _fk_pose, _key_fk_animation, _move_targets
 from test_rigify import _generate, rigify  # noqa: F401  (the fixture, used by name)
 
@@ -75,18 +75,11 @@ def _every_bone(obj: bpy.types.Object) -> list[str]:
 
 
 def _pose_by_hand(obj: bpy.types.Object, bones: Sequence[str], seed: int, amount: float = 0.35) -> None:
-    """Rotate `bones` by hand (random, fixed seed), each in its own rotation mode."""
+    """Rotate `bones` by hand (random, fixed seed); Blender puts each rotation in the bone's own mode."""
     rng = np.random.default_rng(seed)
     for name in bones:
         pb = obj.pose.bones[name]
-        q = Euler(rng.uniform(-amount, amount, 3)).to_quaternion()
-        if pb.rotation_mode == "QUATERNION":
-            pb.rotation_quaternion = q
-        elif pb.rotation_mode == "AXIS_ANGLE":
-            axis, angle = q.to_axis_angle()
-            pb.rotation_axis_angle = (angle, *axis)
-        else:
-            pb.rotation_euler = q.to_euler(pb.rotation_mode)
+        pb.matrix_basis = Matrix.LocRotScale(pb.location, Euler(rng.uniform(-amount, amount, 3)), pb.scale)
 
 
 def _solved_live(obj: bpy.types.Object) -> None:
@@ -198,11 +191,25 @@ def test_snap_to_pose_then_live_solving_keeps_the_pose(case: str) -> None:
     assert moved <= tol, f"{case}: after the snap, live solving moved the chain by {moved:.3g} (tolerance {tol})"
 
 
-def test_snap_all_chains_of_a_posed_character_moves_no_bone() -> None:
+def _posed_character() -> demo_rigs.Rig:
     rig = _rig()
-    obj = rig.obj
-    obj.reach_ik.live = False
-    _fk_pose(obj, 0.7)
+    _fk_pose(rig.obj, 0.7)
+    return rig
+
+
+def _posed_spider() -> demo_rigs.Rig:
+    """The spider's eight legs share its body: one FABRIK tree, snapped as one (its targets together)."""
+    rig = demo_rigs.spider()
+    demo_rigs.use_reach(rig)
+    rigs.update()
+    _pose_by_hand(rig.obj, _every_bone(rig.obj), seed=11, amount=0.2)
+    return rig
+
+
+@pytest.mark.parametrize("make", [_posed_character, _posed_spider], ids=["character", "spider-tree"])
+def test_snap_all_chains_of_a_posed_rig_moves_no_bone(make: Callable[[], demo_rigs.Rig]) -> None:
+    obj = make().obj
+    obj.reach_ik.live = False  # before the update that shows the pose: it is the pose, not an IK result
     rigs.update()
     before = _ends(obj, _every_bone(obj))
     assert bpy.ops.reach.snap_to_pose(chains="ALL") == {"FINISHED"}
@@ -210,6 +217,18 @@ def test_snap_all_chains_of_a_posed_character_moves_no_bone() -> None:
     moved = _moved(before, _ends(obj, _every_bone(obj)))
     assert moved <= obj.reach_ik.tolerance, f"a bone moved by {moved:.3g} after snapping every chain"
     assert all(ch.is_valid for ch in obj.reach_ik.chains)
+
+
+def test_snap_warns_where_the_ik_cannot_give_the_pose() -> None:
+    """Start From 'Rest': a FABRIK spine solved from its rest pose finds another bend than one posed by hand."""
+    rig = _rig(start_from="REST")
+    obj = rig.obj
+    obj.reach_ik.live = False
+    i = _index(obj, "spine")
+    _pose_by_hand(obj, _bones(obj, i), seed=2, amount=0.5)
+    rigs.update()
+    outcome = _module("rig.ikfk").snap(obj, {i})
+    assert len(outcome.warnings) == 1 and "'spine': the IK solution differs from the pose by" in outcome.warnings[0]
 
 
 def test_snap_selected_tips_moves_only_their_controls() -> None:
@@ -444,7 +463,7 @@ def _everything(obj: bpy.types.Object) -> tuple[object, ...]:
     )
     keys = []
     for action in bpy.data.actions:
-        for fc in _module("rig.anim").slot_fcurves(action, None) if not action.layers else _all_curves(action):
+        for fc in _all_curves(action):
             keys.append((action.name, fc.data_path, fc.array_index, tuple(tuple(k.co) for k in fc.keyframe_points)))
     store = (obj.get("_reach_ik_fk_bones"), bytes(np.array(obj.get("_reach_ik_fk", []), dtype=np.float32)))
     influences = tuple(ch.influence for ch in obj.reach_ik.chains)
@@ -452,7 +471,18 @@ def _everything(obj: bpy.types.Object) -> tuple[object, ...]:
 
 
 def _all_curves(action: bpy.types.Action) -> list[bpy.types.FCurve]:
+    """Every F-Curve of `action`, in any slot (4.4+: layers, strips, channelbags; 4.2/4.3: `fcurves`)."""
+    if not hasattr(action, "layers"):
+        return list(action.fcurves)
     return [fc for layer in action.layers for strip in layer.strips for bag in strip.channelbags for fc in bag.fcurves]
+
+
+def _refused(obj: bpy.types.Object, call: Callable[[], object], match: str, why: str = "") -> None:
+    """`call` fails with an error matching `match`, and nothing of `_everything` changed."""
+    before = _everything(obj)
+    with pytest.raises(RuntimeError, match=match):
+        call()
+    assert _everything(obj) == before, why or f"a refused operation changes nothing ({match})"
 
 
 OPS: dict[str, Callable[..., set[str]]] = {
@@ -473,14 +503,9 @@ def test_operators_refuse_an_invalid_chain_and_change_nothing(op: str) -> None:
     obj.reach_ik.chains[i].target = None
     obj.reach_ik.active_chain_index = i
     rigs.update()
-    before = _everything(obj)
-    with pytest.raises(RuntimeError, match=r"nothing was changed.*no target"):
-        OPS[op](chains="ACTIVE", key=True)
-    assert _everything(obj) == before, "a refused operation changes nothing"
+    _refused(obj, lambda: OPS[op](chains="ACTIVE", key=True), r"nothing was changed.*no target")
     # ALL refuses too while one chosen chain is invalid (the others are left alone as well).
-    with pytest.raises(RuntimeError, match=r"arm\.L"):
-        OPS[op](chains="ALL", key=True)
-    assert _everything(obj) == before
+    _refused(obj, lambda: OPS[op](chains="ALL", key=True), r"arm\.L")
 
 
 @pytest.mark.parametrize("op", list(OPS))
@@ -491,12 +516,8 @@ def test_operators_say_when_there_is_no_chain_to_work_on(op: str) -> None:
     obj.reach_ik.chains[i].enabled = False
     obj.reach_ik.active_chain_index = i
     rigs.update()
-    before = _everything(obj)
-    with pytest.raises(RuntimeError, match=r"'leg\.L' is disabled: enable it"):
-        OPS[op](chains="ACTIVE")
-    with pytest.raises(RuntimeError, match=r"no enabled chains to .* \(selected\)"):
-        OPS[op](chains="SELECTED")
-    assert _everything(obj) == before
+    _refused(obj, lambda: OPS[op](chains="ACTIVE"), r"'leg\.L' is disabled: enable it")
+    _refused(obj, lambda: OPS[op](chains="SELECTED"), r"no enabled chains to .* \(selected\)")
 
 
 def test_a_target_held_by_a_constraint_is_refused_and_put_back() -> None:
@@ -511,10 +532,12 @@ def test_a_target_held_by_a_constraint_is_refused_and_put_back() -> None:
     _pose_by_hand(obj, _bones(obj, i), seed=5)
     rigs.update()
     obj.reach_ik.active_chain_index = i
-    before = _everything(obj)
-    with pytest.raises(RuntimeError, match=r"target 'Character\.hand\.L' of chain 'arm\.L' did not stay where snapped"):
-        bpy.ops.reach.switch(chains="ACTIVE", mode="IK", key=True)
-    assert _everything(obj) == before, "the pole it had already moved is put back, and nothing is keyed"
+    _refused(
+        obj,
+        lambda: bpy.ops.reach.switch(chains="ACTIVE", mode="IK", key=True),
+        r"target 'Character\.hand\.L' of chain 'arm\.L' did not stay where snapped",
+        "the pole it had already moved is put back, and nothing is keyed",
+    )
 
 
 def test_a_key_blender_refuses_undoes_the_whole_switch() -> None:
@@ -529,10 +552,12 @@ def test_a_key_blender_refuses_undoes_the_whole_switch() -> None:
     rigs.update()
     obj.reach_ik.active_chain_index = i
     bpy.context.scene.frame_set(3)
-    before = _everything(obj)
-    with pytest.raises(RuntimeError, match="locked"):
-        bpy.ops.reach.switch(chains="ACTIVE", mode="IK", key=True)
-    assert _everything(obj) == before, "the target's keys and both controls' moves are undone"
+    _refused(
+        obj,
+        lambda: bpy.ops.reach.switch(chains="ACTIVE", mode="IK", key=True),
+        "locked",
+        "the target's keys and both controls' moves are undone",
+    )
     assert ch.target.animation_data is None, "the action the target's key created is removed again"
 
 
@@ -544,10 +569,7 @@ def test_switch_refuses_a_driven_influence() -> None:
     fc.driver.expression = "1.0"
     obj.reach_ik.active_chain_index = i
     rigs.update()
-    before = _everything(obj)
-    with pytest.raises(RuntimeError, match=r"Influence of chain 'arm\.L' is driven"):
-        bpy.ops.reach.switch(chains="ACTIVE", mode="FK")
-    assert _everything(obj) == before
+    _refused(obj, lambda: bpy.ops.reach.switch(chains="ACTIVE", mode="FK"), r"Influence of chain 'arm\.L' is driven")
 
 
 def test_warns_when_an_animated_channel_is_changed_without_a_key() -> None:
@@ -556,11 +578,9 @@ def test_warns_when_an_animated_channel_is_changed_without_a_key() -> None:
     i = _index(obj, "arm.L")
     obj.keyframe_insert(f"reach_ik.chains[{i}].influence", frame=1)
     obj.reach_ik.active_chain_index = i
-    reports: list[str] = []
-    ikfk = _module("rig.ikfk")
-    outcome = ikfk.switch(obj, "ACTIVE", "FK", key=False)
-    reports = outcome.warnings
-    assert any("Influence of chain 'arm.L' is animated" in w for w in reports), reports
+    warnings = _module("rig.ikfk").switch(obj, "ACTIVE", "FK", key=False).warnings
+    assert any("Influence of chain 'arm.L' is animated" in w for w in warnings), warnings
+    assert obj.reach_ik.chains[i].influence == 0.0, "a warning, not a refusal: the switch is done"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -588,10 +608,12 @@ def test_rigify_human_switches_to_fk_and_refuses_a_snap_its_constraints_would_un
     obj.reach_ik.live = False
     _pose_by_hand(obj, _bones(obj, i), seed=9, amount=0.2)
     rigs.update()
-    before = _everything(obj)
-    with pytest.raises(RuntimeError, match=r"bone 'MCH-upper_arm_ik_target\.L' of chain .* did not stay where snapped"):
-        bpy.ops.reach.snap_to_pose(chains="ACTIVE", key=True)
-    assert _everything(obj) == before, "the refused snap put the control bone back and keyed nothing"
+    _refused(
+        obj,
+        lambda: bpy.ops.reach.snap_to_pose(chains="ACTIVE", key=True),
+        r"bone 'MCH-upper_arm_ik_target\.L' of chain .* did not stay where snapped",
+        "the refused snap put the control bone back and keyed nothing",
+    )
 
     obj.reach_ik.live = True
     rigs.update()
