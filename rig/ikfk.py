@@ -437,6 +437,7 @@ class _Reach:
     """
 
     start: F64  # (3,) the target at t = 0
+    reach: float  # the chain's length: the search goes no further out than ten of them
     line: F64 | None = None  # (3,) unit direction, from the first miss
     t: float = 0.0
     lo: tuple[float, float] = (0.0, 0.0)  # (t, miss along the line) with the tip short of its place
@@ -462,7 +463,7 @@ class _Reach:
         if self.hi is None:
             t0 = self.lo[0]
             grow = max(2.0 * t0, t0 + along)  # the fixed-point step first, then at least doubling
-            self.t = grow if t0 > 0.0 else along
+            self.t = min(grow if t0 > 0.0 else along, 10.0 * self.reach)
         else:
             (t0, m0), (t1, m1) = self.lo, self.hi
             self.t = t0 + m0 * (t1 - t0) / (m0 - m1)
@@ -494,7 +495,7 @@ def _place_group(
     inputs.release = stretch_release(obj, sk, view, inputs.scale[0])
     places = [_initial(obj, pose, c, g.is_tree) for c in g.chains if c.index in picked]
     best = [Placement(p.chain, p.target, p.target_at.copy(), p.pole, p.pole_at) for p in places]
-    reach = [_Reach(p.target_at[:3, 3].copy()) for p in places]
+    reach = [_Reach(p.target_at[:3, 3].copy(), _reach(pose, p.chain)) for p in places]
     for _round in range(ROUNDS):
         solved, report = _dry_solve(obj, sk, view, inputs, pose, places)
         done = True

@@ -134,6 +134,17 @@ def _euler_bones(obj: bpy.types.Object, chain: int) -> None:
         pb.rotation_mode = "ZXY"
 
 
+def _stretched(obj: bpy.types.Object, chain: int) -> None:
+    """Stretch up to 1.3 and a target beyond reach: the leg's bones hold a stretch (Y scale) when posed."""
+    ch = obj.reach_ik.chains[chain]
+    bones = _bones(obj, chain)
+    obj.data.bones[bones[1]].inherit_scale = "ALIGNED"
+    ch.stretch = 1.3
+    ch.target.location.z -= 0.15
+    rigs.update()
+    assert obj.pose.bones[bones[0]].scale[1] > 1.05, "the leg must be stretched for this case"
+
+
 def _fabrik_pole(obj: bpy.types.Object, chain: int) -> None:
     ch = obj.reach_ik.chains[chain]
     ch.pole = rigs.empty("spine.pole", (0.0, -0.8, 1.35))
@@ -153,6 +164,8 @@ SNAP_CASES: dict[str, tuple[str, Callable[[bpy.types.Object, int], None] | None,
     "parented-controls": ("leg.L", _parented_controls, {}),
     "euler-bones": ("arm.R", _euler_bones, {}),
     "soft": ("leg.L", None, {"soft": 0.15}),
+    "stretched": ("leg.R", _stretched, {}),
+    "stretched+soft": ("leg.R", _stretched, {"soft": 0.1}),
 }
 
 
@@ -170,7 +183,12 @@ def test_snap_to_pose_then_live_solving_keeps_the_pose(case: str) -> None:
     rigs.update()
     obj.reach_ik.live = False
     bones = _bones(obj, i)
-    if case == "soft":
+    if case.startswith("stretched"):
+        # IK stretches a chain only toward a target beyond its reach (straight, or with Soft along the soft
+        # curve): a bent chain holding a stretch is no IK result. The stretched IK pose, turned at the hip.
+        pb = obj.pose.bones[bones[0]]
+        pb.rotation_quaternion = Euler((0.3, -0.2, 0.25)).to_quaternion() @ pb.rotation_quaternion
+    elif case == "soft":
         # Nearly straight, in the soft zone (the tip at 96-99 % of the leg's length): the solve eases the
         # tip short of a target at the tip, so the target must go further out.
         obj.pose.bones[bones[0]].rotation_quaternion = Euler((0.3, 0.0, 0.1)).to_quaternion()
