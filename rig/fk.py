@@ -359,6 +359,7 @@ def fill(
     basis = basis_rotations(fk_rot[rows], [bone_modes[r] for r in rows])
     for k, b in enumerate(blended):
         inputs.fk[b] = basis[k][None]
+        inputs.fk_scale[b] = fk_sy[rows[k] : rows[k] + 1].astype(np.float64)
     for c in chains:
         inputs.influence[c.index] = np.array([weights.get(c.index, 1.0)])
     # Bones every chain through which is at Influence 0 show their FK values themselves.
