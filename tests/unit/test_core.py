@@ -175,7 +175,7 @@ def test_influence_blends_each_bone_from_fk_toward_ik_and_the_chain_reports_the_
     at_zero, out0 = run(0.0)
     for b in range(3):
         assert _angle_between(at_zero[b], fk[b]) < 1e-9
-    at_one, out1 = run(1.0)
+    _at_one, out1 = run(1.0)
     assert out1.reached and out1.message == "", out1
     # A blended chain's IK solution starts from its FK pose (w = 1 starts from the pose as read): the IK part
     # of the blend is the solution at w just below 1.
