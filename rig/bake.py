@@ -326,15 +326,12 @@ def _read_frames(
     # The FK pose of each frame, by the live rule (rig/fk.py): a channel the frame's animation set is FK, one
     # still holding what live solving wrote has the stored FK value. Worked out on a copy: a bake stores
     # nothing.
-    store = fk.Store.read(obj)
-    names = armature.skeleton(obj).names
-    modes = armature.rotation_mode_values(obj)
+    read_fk: list[tuple[Inputs, armature.Channels, dict[int, float]]] = []
     for n, f in enumerate(frames):
         scene.frame_set(f)
         try:
             inputs = read_inputs(obj, plan, settings_now=True)
-            channels = armature.read_channels(obj, WRITTEN_CHANNELS)
-            fk.fill(plan, names, modes, channels, store, fk.influences(obj, plan), inputs, every=True)
+            read_fk.append((inputs, armature.read_channels(obj, WRITTEN_CHANNELS), fk.influences(obj, plan)))
             stack.append(inputs)
         except ReferenceError as exc:
             raise BakeError(f"frame {f}: a target or pole was deleted during the bake ({exc})") from exc
@@ -342,6 +339,13 @@ def _read_frames(
             raise BakeError(f"frame {f}: a target or pole went missing during the bake ({exc})") from exc
         if progress and (n % every == 0 or n == len(frames) - 1):
             progress(0.8 * (n + 1) / len(frames), f"frame {f} ({n + 1}/{len(frames)})")
+    if any(w < 1.0 for _i, _c, weights in read_fk for w in weights.values()):
+        # Some chain blends with its FK pose in some frame: every frame gets its FK pose, in frame order.
+        store = fk.Store.read(obj)
+        names = armature.skeleton(obj).names
+        modes = armature.rotation_mode_values(obj)
+        for inputs, channels, weights in read_fk:
+            fk.fill(plan, names, modes, channels, store, weights, inputs, every=True)
     return stack
 
 

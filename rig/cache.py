@@ -49,9 +49,11 @@ dirty: set[int] = set()
 # session_uid -> {bone name: float32 Y scale}: the stretch live solving last wrote into each bone's Y scale
 # channel (so a chain whose Stretch goes back to 1 can undo its own stretch, and only its own).
 stretched: dict[int, dict[str, float]] = {}
+# session_uid -> (names JSON as stored, names, name -> row): the FK store's bone names parsed (rig/fk.py).
+fk_names: dict[int, Any] = {}
 
 # Derived from an armature's inputs: dropped when it must be checked afresh (`forget`).
-_DERIVED: tuple[dict[int, Any], ...] = (fingerprints, outcomes, rig_checks, roots, plans, depends, hangs)
+_DERIVED: tuple[dict[int, Any], ...] = (fingerprints, outcomes, rig_checks, roots, plans, depends, hangs, fk_names)
 # Counters kept across file loads (the demo and the tests count solves over a whole session).
 _COUNTERS: tuple[dict[int, Any], ...] = (stats, checks, chain_solves)
 # Everything keyed by an armature object's session_uid.
@@ -72,6 +74,7 @@ _TABLES: dict[str, dict[int, Any]] = {
     "skeletons": skeletons,
     "scene_rigs": scene_rigs,
     "stretched": stretched,
+    "fk_names": fk_names,
 }
 
 

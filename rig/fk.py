@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from ..core import convert
 from ..core.model import Inputs, Plan
-from . import armature
+from . import armature, cache
 
 F32 = NDArray[np.float32]
 F64 = NDArray[np.float64]
@@ -43,32 +43,30 @@ _QUAT = next(v for v, m in armature.MODE_NAMES.items() if m == "QUATERNION")
 _AXIS = next(v for v, m in armature.MODE_NAMES.items() if m == "AXIS_ANGLE")
 
 
+def _by_channel(modes: NDArray[np.int64]) -> list[tuple[str, NDArray[np.bool_], int]]:
+    """(channel name, rows in that channel's mode, width) for the rotation channels present in `modes`."""
+    quat, axis = modes == _QUAT, modes == _AXIS
+    out = [("rotation_quaternion", quat, 4), ("rotation_axis_angle", axis, 4), ("rotation_euler", ~(quat | axis), 3)]
+    return [(attr, rows, width) for attr, rows, width in out if rows.any()]
+
+
 def raw_rotations(channels: Channels, bones: Sequence[int], modes: Sequence[int]) -> F32:
     """(n, 4) each bone's rotation as its own mode's channel holds it (Euler padded with a 0)."""
-    out = np.zeros((len(bones), 4), dtype=np.float32)
-    for r, (b, m) in enumerate(zip(bones, modes, strict=True)):
-        if m == _QUAT:
-            out[r] = channels["rotation_quaternion"][b]
-        elif m == _AXIS:
-            out[r] = channels["rotation_axis_angle"][b]
-        else:
-            out[r, :3] = channels["rotation_euler"][b]
+    idx = np.asarray(bones, dtype=np.int64)
+    out = np.zeros((len(idx), 4), dtype=np.float32)
+    for attr, rows, width in _by_channel(np.asarray(modes, dtype=np.int64)):
+        out[rows, :width] = channels[attr][idx[rows]]
     return out
 
 
 def put_raw_rotations(channels: Channels, bones: Sequence[int], modes: Sequence[int], values: F32) -> set[str]:
     """Set rows of `channels` to raw rotations `values` (n, 4); returns the channel names that changed."""
+    idx = np.asarray(bones, dtype=np.int64)
     changed: set[str] = set()
-    for r, (b, m) in enumerate(zip(bones, modes, strict=True)):
-        if m == _QUAT:
-            attr, new = "rotation_quaternion", values[r]
-        elif m == _AXIS:
-            attr, new = "rotation_axis_angle", values[r]
-        else:
-            attr, new = "rotation_euler", values[r, :3]
-        row = channels[attr][b]
-        if row.tobytes() != new.tobytes():
-            row[:] = new
+    for attr, rows, width in _by_channel(np.asarray(modes, dtype=np.int64)):
+        new = values[rows, :width]
+        if channels[attr][idx[rows]].tobytes() != new.tobytes():
+            channels[attr][idx[rows]] = new
             changed.add(attr)
     return changed
 
@@ -77,25 +75,33 @@ def basis_rotations(raw: F32, modes: Sequence[int]) -> F64:
     """(n, 3, 3) rotation matrices of raw rotations (n, 4) in their modes (as Blender builds matrix_basis)."""
     out = np.empty((len(modes), 3, 3))
     values = raw.astype(np.float64)
-    for r, m in enumerate(modes):
-        if m == _QUAT:
-            q = values[r]
-        elif m == _AXIS:
-            angle, axis = values[r, 0], values[r, 1:]
-            norm = float(np.linalg.norm(axis))
-            # Blender's axis-angle with a zero axis is no rotation.
-            axis = axis / norm if norm > 0.0 else np.array([0.0, 1.0, 0.0])
-            q = np.concatenate([[np.cos(angle / 2)], np.sin(angle / 2) * axis])
-        else:
-            out[r] = convert.euler_to_matrix(values[r : r + 1, :3], armature.MODE_NAMES[m])[0]
-            continue
-        out[r] = convert.quaternion_to_matrix(q[None] / max(float(np.linalg.norm(q)), 1e-300))[0]
+    mode_array = np.asarray(modes, dtype=np.int64)
+    quat, axis = mode_array == _QUAT, mode_array == _AXIS
+    if quat.any():
+        q = values[quat]
+        out[quat] = convert.quaternion_to_matrix(q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-300))
+    if axis.any():
+        angle, vec = values[axis, 0], values[axis, 1:]
+        norm = np.linalg.norm(vec, axis=1, keepdims=True)
+        # Blender's axis-angle with a zero axis is no rotation.
+        unit = np.where(norm > 0.0, vec / np.maximum(norm, 1e-300), np.array([0.0, 1.0, 0.0]))
+        half = 0.5 * angle
+        q = np.concatenate([np.cos(half)[:, None], np.sin(half)[:, None] * unit], axis=1)
+        out[axis] = convert.quaternion_to_matrix(q)
+    for m in np.unique(mode_array[~(quat | axis)]).tolist():
+        rows = mode_array == m
+        out[rows] = convert.euler_to_matrix(values[rows, :3], armature.MODE_NAMES[m])
     return out
 
 
 def has_store(obj: bpy.types.Object) -> bool:
     """Whether `obj` holds FK values (a cheap test: one ID property lookup)."""
     return obj.get(ROWS_KEY) is not None
+
+
+def _bits(a: F32) -> NDArray[np.uint32]:
+    """Float32 values as their bit patterns: equal exactly when the bytes are (NaN, -0.0 included)."""
+    return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
 
 
 @dataclass
@@ -105,20 +111,34 @@ class Store:
     names: list[str] = field(default_factory=list)
     rows: F32 = field(default_factory=lambda: np.zeros((0, WIDTH), dtype=np.float32))
     changed: bool = False
+    names_text: str | None = None  # the names as stored (JSON), or None when they changed since
+    index: dict[str, int] = field(default_factory=dict)  # name -> row (built from `names` when not given)
 
     def __post_init__(self) -> None:
-        self.index = {n: i for i, n in enumerate(self.names)}
+        if len(self.index) != len(self.names):
+            self.index = {n: i for i, n in enumerate(self.names)}
 
     @classmethod
     def read(cls, obj: bpy.types.Object) -> Store:
+        text = obj.get(NAMES_KEY)
+        if not isinstance(text, str):
+            return cls()  # none stored yet: every channel is FK
         try:
-            names = json.loads(obj.get(NAMES_KEY, "[]"))
-            rows = np.array(memoryview(obj[ROWS_KEY]), dtype=np.float32).reshape(-1, WIDTH) if names else None
+            parsed = cache.fk_names.get(obj.session_uid)
+            if parsed is not None and parsed[0] == text:
+                names, index = parsed[1], parsed[2]  # the same names as last time: no JSON parse
+            else:
+                names = json.loads(text)
+                index = None
+            rows = np.array(memoryview(obj[ROWS_KEY]), dtype=np.float32).reshape(-1, WIDTH)
         except (KeyError, TypeError, ValueError):
-            return cls()  # none stored yet (or not ours): every channel is FK
-        if rows is None or len(rows) != len(names) or not all(isinstance(n, str) for n in names):
+            return cls()  # not ours, or damaged: every channel is FK
+        if len(rows) != len(names) or not all(isinstance(n, str) for n in names):
             return cls()
-        return cls(list(names), rows)
+        store = cls(list(names), rows, names_text=text, index=dict(index) if index is not None else {})
+        if index is None:
+            cache.fk_names[obj.session_uid] = (text, list(names), dict(store.index))
+        return store
 
     def write(self, obj: bpy.types.Object) -> None:
         """Store the rows in `obj` if they changed (an ID property write: no depsgraph update, no undo step)."""
@@ -129,9 +149,9 @@ class Store:
                 if obj.get(key) is not None:
                     del obj[key]
         else:
-            names = json.dumps(self.names)
-            if obj.get(NAMES_KEY) != names:
-                obj[NAMES_KEY] = names
+            if self.names_text is None:
+                self.names_text = json.dumps(self.names)
+                obj[NAMES_KEY] = self.names_text
             flat = np.ascontiguousarray(self.rows).ravel()
             old = obj.get(ROWS_KEY)
             if old is not None and len(old) != flat.size:
@@ -141,14 +161,20 @@ class Store:
             obj[ROWS_KEY] = flat
         self.changed = False
 
-    def _row(self, name: str) -> int:
-        i = self.index.get(name)
-        if i is None:
-            i = len(self.names)
-            self.names.append(name)
-            self.index[name] = i
-            self.rows = np.concatenate([self.rows, np.zeros((1, WIDTH), dtype=np.float32)])
-        return i
+    def _rows_of(self, names: Sequence[str]) -> NDArray[np.int64]:
+        """Each name's row, new rows added (zeroed) for names not stored yet."""
+        get = self.index.get
+        found = [get(n, -1) for n in names]
+        if -1 in found:
+            start = len(self.names)
+            for r, n in enumerate(names):
+                if found[r] == -1 and n not in self.index:
+                    self.index[n] = len(self.names)
+                    self.names.append(n)
+                found[r] = self.index[n]
+            self.rows = np.concatenate([self.rows, np.zeros((len(self.names) - start, WIDTH), dtype=np.float32)])
+            self.names_text = None
+        return np.asarray(found, dtype=np.int64)
 
     def fk(self, names: Sequence[str], modes: Sequence[int], rot: F32, sy: F32) -> tuple[F32, F32]:
         """The FK rotations (n, 4) and Y scales (n,) of bones whose channels now hold `rot` and `sy`.
@@ -156,24 +182,26 @@ class Store:
         Where a channel is not what was last written (or nothing was), the channel is the FK value, and the
         store takes it; otherwise the stored FK value stands.
         """
-        fk_rot, fk_sy = rot.copy(), sy.copy()
-        for r, (name, mode) in enumerate(zip(names, modes, strict=True)):
-            i = self.index.get(name)
-            row = self.rows[i] if i is not None else None
-            if (
-                row is not None
-                and row[MODE] == mode
-                and row[WRITTEN].tobytes() == rot[r].tobytes()
-                and row[WRITTEN_SY : WRITTEN_SY + 1].tobytes() == sy[r : r + 1].tobytes()
-            ):
-                fk_rot[r], fk_sy[r] = row[FK], row[FK_SY]
-                continue
-            self.set_fk(name, mode, rot[r], sy[r])
-        return fk_rot, fk_sy
+        known = len(self.names)
+        idx = self._rows_of(names)
+        rows = self.rows[idx]
+        ours = (
+            (idx < known)
+            & (rows[:, MODE] == np.asarray(modes, dtype=np.float32))
+            & (_bits(rows[:, WRITTEN]) == _bits(rot)).all(axis=1)
+            & (_bits(rows[:, WRITTEN_SY]) == _bits(sy))
+        )
+        if not ours.all():
+            new = idx[~ours]
+            self.rows[new, MODE] = np.asarray(modes, dtype=np.float32)[~ours]
+            self.rows[new, FK] = self.rows[new, WRITTEN] = rot[~ours]
+            self.rows[new, FK_SY] = self.rows[new, WRITTEN_SY] = sy[~ours]
+            self.changed = True
+        return self.rows[idx, FK].copy(), self.rows[idx, FK_SY].copy()
 
     def set_fk(self, name: str, mode: int, rot: F32, sy: float | np.float32) -> None:
         """The FK value of `name` is `rot`, `sy`, which its channels hold now (written = FK)."""
-        i = self._row(name)
+        i = int(self._rows_of([name])[0])
         row = self.rows[i]
         row[MODE] = mode
         row[FK] = rot
@@ -183,12 +211,14 @@ class Store:
 
     def wrote(self, names: Sequence[str], rot: F32, sy: F32) -> None:
         """What the channels of `names` (already in the store) hold after Reach IK wrote them."""
-        for r, name in enumerate(names):
-            row = self.rows[self.index[name]]
-            if row[WRITTEN].tobytes() != rot[r].tobytes() or row[WRITTEN_SY] != sy[r]:
-                row[WRITTEN] = rot[r]
-                row[WRITTEN_SY] = sy[r]
-                self.changed = True
+        idx = self._rows_of(names)
+        same = (_bits(self.rows[idx, WRITTEN]) == _bits(rot)).all(axis=1) & (
+            _bits(self.rows[idx, WRITTEN_SY]) == _bits(sy)
+        )
+        if not same.all():
+            self.rows[idx, WRITTEN] = rot
+            self.rows[idx, WRITTEN_SY] = sy
+            self.changed = True
 
     def drop(self, names: Iterable[str]) -> None:
         gone = set(names) & set(self.index)
@@ -198,6 +228,7 @@ class Store:
         self.names = [self.names[i] for i in keep]
         self.rows = self.rows[keep]
         self.index = {n: i for i, n in enumerate(self.names)}
+        self.names_text = None
         self.changed = True
 
 
@@ -322,18 +353,18 @@ def fill(
     sy = channels["scale"][bones, 1].copy()
     fk_rot, fk_sy = store.fk(names, bone_modes, rot, sy)
     frame = Frame(names, bones, bone_modes, fk_rot, fk_sy)
+    chains = [c for g in plan.groups for c in g.chains if every or weights.get(c.index, 1.0) < 1.0]
+    if not chains:
+        return frame  # pure IK everywhere (the common case): nothing to blend
     row = {b: r for r, b in enumerate(bones)}
-    blended = {b for g in plan.groups for c in g.chains if every or weights.get(c.index, 1.0) < 1.0 for b in c.bones}
-    if blended:
-        rows = [row[b] for b in bones if b in blended]
-        basis = basis_rotations(fk_rot[rows], [bone_modes[r] for r in rows])
-        for k, r in enumerate(rows):
-            inputs.fk[bones[r]] = basis[k][None]
-        for g in plan.groups:
-            for c in g.chains:
-                w = weights.get(c.index, 1.0)
-                if every or w < 1.0:
-                    inputs.influence[c.index] = np.array([w])
+    blended = list(dict.fromkeys(b for c in chains for b in c.bones))
+    rows = [row[b] for b in blended]
+    basis = basis_rotations(fk_rot[rows], [bone_modes[r] for r in rows])
+    for k, b in enumerate(blended):
+        inputs.fk[b] = basis[k][None]
+        inputs.fk_scale[b] = fk_sy[rows[k] : rows[k] + 1].astype(np.float64)
+    for c in chains:
+        inputs.influence[c.index] = np.array([weights.get(c.index, 1.0)])
     # Bones every chain through which is at Influence 0 show their FK values themselves.
     most: dict[int, float] = {}
     for g in plan.groups:

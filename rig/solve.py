@@ -387,8 +387,10 @@ def _restore_free(
     obj: bpy.types.Object, sk: Skeleton, plan: Plan, store: fk.Store, channels: armature.Channels
 ) -> set[str]:
     """Give the stored bones that no enabled chain drives any more their FK values back (`fk.restore`)."""
-    planned = {sk.names[b] for g in plan.groups for b in g.bones}
-    if all(n in planned for n in store.names):
+    if plan.bone_names is None:
+        plan.bone_names = frozenset(sk.names[b] for g in plan.groups for b in g.bones)
+    planned = plan.bone_names
+    if len(store.names) <= len(planned) and planned.issuperset(store.names):
         return set()  # the common case: every stored bone is still driven
     keep = fk.enabled_chain_bones(obj)
     if keep is None:

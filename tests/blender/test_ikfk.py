@@ -248,7 +248,8 @@ def test_keyed_influence_over_keyed_fk_plays_back_and_bakes_alike() -> None:
         scene.frame_set(f)
         _settle()
         played[f] = {b: _basis(obj, b) for b in (*ARM, *SPINE)}
-        fcurves = {fc.data_path + str(fc.array_index): fc for fc in obj.animation_data.action.fcurves}
+        curves = _module("rig.anim").all_fcurves(obj.animation_data.action, obj)  # layered actions in 5.x too
+        fcurves = {fc.data_path + str(fc.array_index): fc for fc in curves}
         fk_at[f] = {
             b: Quaternion([fcurves[f'pose.bones["{b}"].rotation_quaternion{i}'].evaluate(f) for i in range(4)])
             for b in (*ARM, *SPINE)
@@ -283,3 +284,83 @@ def test_baking_at_influence_zero_writes_the_fk_pose() -> None:
         rigs.update()
         for b in want:
             assert _angle(_basis(obj, b), want[b]) < 1e-5, (f, b)
+
+
+def _undo_push(message: str) -> None:
+    bpy.ops.ed.undo_push(message=message)
+
+
+def test_undo_and_redo_never_take_an_ik_result_for_fk() -> None:
+    """Memfile undo in the bpy wheel (`ed.undo` runs though its poll says no window): after undoing and
+    redoing a target move and a hand pose, Influence 0 still shows the FK pose of that moment, exactly."""
+    rig, fk = _setup()
+    name = rig.obj.name
+    _undo_push("setup")
+    target = rig.chains[1].target.name
+    bpy.data.objects[target].location.x += 0.02
+    _settle()
+    _undo_push("move target")
+    obj = bpy.data.objects[name]
+    moved = rigs.pose_snapshot(obj)
+    bpy.ops.ed.undo()
+    _settle()
+    obj = bpy.data.objects[name]
+    assert rigs.pose_snapshot(obj) != moved, "undo brings back the pose before the move"
+    bpy.ops.ed.redo()
+    _settle()
+    obj = bpy.data.objects[name]
+    # (Redo drops every session cache, so iterative chains are solved again: the pose may move by rounding.)
+    for ch in obj.reach_ik.chains:
+        ch.influence = 0.0
+    _settle()
+    assert rigs.pose_snapshot(obj) == fk
+    _undo_push("influence 0")
+    # Hand posing at Influence 0.5, then undo and redo: the hand-posed value is FK, the IK result is not.
+    _chain(obj, "arm.L").influence = 0.5
+    _settle()
+    _undo_push("influence 0.5")
+    posed = Quaternion((0.9, 0.1, 0.3, -0.2)).normalized()
+    obj.pose.bones["upper_arm.L"].rotation_quaternion = posed
+    _settle()
+    _undo_push("pose by hand")
+    bpy.ops.ed.undo()
+    _settle()
+    bpy.ops.ed.redo()
+    _settle()
+    obj = bpy.data.objects[name]
+    _chain(obj, "arm.L").influence = 0.0
+    _settle()
+    assert _quaternion_bytes(obj, "upper_arm.L") == np.array(posed, dtype=np.float32).tobytes()
+    n = len(obj.pose.bones)
+    forearm_fk = np.frombuffer(fk, dtype=np.float32)[: 4 * n].reshape(n, 4)[obj.pose.bones.find("forearm.L")]
+    assert _quaternion_bytes(obj, "forearm.L") == forearm_fk.tobytes()
+
+
+@pytest.mark.parametrize("solver", ["FABRIK", "TWO_BONE"])
+def test_stretch_blends_with_influence_and_gives_the_fk_scale_back(solver: str) -> None:
+    """A stretching chain at Influence 0.5 stretches half-way (its Y scale from the FK value toward IK's);
+    its status is measured on that pose; at 0 the rotations and Y scales are the FK channels exactly."""
+    n = 2 if solver == "TWO_BONE" else 3
+    rig = rigs.chain_rig(n)
+    for bone in list(rig.data.bones)[1:]:
+        bone.inherit_scale = "ALIGNED"
+    rigs.update()
+    fk = rigs.pose_snapshot(rig)
+    names = [f"b{i}" for i in range(n)]
+    length = sum(rig.data.bones[b].length for b in names)
+    root = rigs.world_head(rig, "b0")
+    target = rigs.empty("T", tuple(root + np.array([0.0, 0.3, 1.25 * length])))
+    ch = rigs.add_chain(rig, names[-1], n, target, solver=solver)
+    ch.stretch = 1.5
+    _settle()
+    ik_y = float(rig.pose.bones["b0"].scale[1])
+    assert ik_y > 1.1, "the chain stretches to reach"
+    ch.influence = 0.5
+    _settle()
+    assert float(rig.pose.bones["b0"].scale[1]) == pytest.approx(1.0 + 0.5 * (ik_y - 1.0), abs=1e-5)
+    tip = rigs.world_tail(rig, names[-1])
+    far = float(np.linalg.norm(tip - np.array(target.matrix_world.translation)))
+    assert far > 1e-2 and ch.residual == pytest.approx(far, rel=1e-3, abs=1e-5), ch.message
+    ch.influence = 0.0
+    _settle()
+    assert rigs.pose_snapshot(rig) == fk
