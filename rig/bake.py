@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from ..core import convert
 from ..core.model import Plan
 from . import anim, armature, cache, fastread, fk, live
-from .compat import is_bone_selected
+from .chains import ChainChoiceError, choose_chains
 from .props import rig_settings
 from .solve import (
     WRITTEN_CHANNELS,
@@ -120,33 +120,11 @@ def frame_list(start: int, end: int, step: int) -> list[int]:
 
 
 def select_chains(obj: bpy.types.Object, which: str | set[int]) -> set[int]:
-    settings = rig_settings(obj)
-    chains = settings.chains
-    if isinstance(which, set):
-        return which
-    if which == "ALL":
-        picked = {i for i, ch in enumerate(chains) if ch.enabled}
-    elif which == "ACTIVE":
-        i = settings.active_chain_index
-        if not 0 <= i < len(chains):
-            raise BakeError(f"'{obj.name}' has no active chain to bake")
-        if not chains[i].enabled:
-            raise BakeError(f"the active chain '{chains[i].name}' is disabled: enable it to bake it")
-        picked = {i}
-    elif which == "SELECTED":
-        bones = obj.pose.bones
-        picked = {
-            i
-            for i, ch in enumerate(chains)
-            if ch.enabled and ch.tip_bone in bones and is_bone_selected(bones[ch.tip_bone])
-        }
-    else:
-        raise BakeError(f"unknown chain selection {which!r}: use ALL, ACTIVE or SELECTED")
-    if not picked:
-        raise BakeError(
-            f"'{obj.name}' has no enabled chains to bake ({which.lower() if isinstance(which, str) else which})"
-        )
-    return picked
+    """The chains to bake (`chains.choose_chains`), as a `BakeError` when there are none."""
+    try:
+        return choose_chains(obj, which, "bake")
+    except ChainChoiceError as exc:
+        raise BakeError(str(exc)) from None
 
 
 def _values(mode: str, basis: F64, previous: F64) -> F64:
