@@ -211,6 +211,7 @@ class Inputs:
     # bone index -> (F,3,3) the FK basis rotation (the rig layer's FK pose, `rig/fk.py`) of their bones.
     influence: dict[int, F64] = field(default_factory=dict)
     fk: dict[int, F64] = field(default_factory=dict)
+    fk_scale: dict[int, F64] = field(default_factory=dict)  # bone index -> (F,) FK Y scale channel, likewise
     # bone index -> (F,3,3) basis rotations the rig layer has just set (the FK pose given back to bones no
     # chain drives any more): the working pose takes them, and the bones below follow, before solving.
     preset: dict[int, F64] = field(default_factory=dict)

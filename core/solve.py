@@ -102,6 +102,7 @@ def stack_inputs(frames: Sequence[Inputs]) -> Inputs:
         release=set().union(*(f.release for f in frames)),
         influence={k: np.concatenate([f.influence[k] for f in frames]) for k in frames[0].influence},
         fk={k: np.concatenate([f.fk[k] for f in frames]) for k in frames[0].fk},
+        fk_scale={k: np.concatenate([f.fk_scale[k] for f in frames]) for k in frames[0].fk_scale},
     )
 
 
@@ -1236,6 +1237,7 @@ def _blend_level(
         bones = [b for b in g.bones if b in work.solved]
         ik_rot = {b: work.rot[:, b].copy() for b in bones}
         ik_head = {b: work.heads()[:, b].copy() for b in bones}
+        stretch = _blend_stretch(work, g, inputs) if work.scale_out else {}
         new_rot: dict[int, F64] = {}
         new_head: dict[int, F64] = {}
         for b in bones:  # parents before children
@@ -1254,6 +1256,8 @@ def _blend_level(
             new_rot[b] = p_new @ sk.rest_rel[b][None] @ basis
             if inside:
                 offset = np.einsum("fji,fj->fi", p_ik, ik_head[b] - ik_head[p])  # in the parent's frame
+                if p in stretch:
+                    offset[:, 1] *= stretch[p]  # the parent's length as blended (its Y axis)
                 new_head[b] = new_head[p] + np.einsum("fij,fj->fi", p_new, offset)
             else:
                 new_head[b] = ik_head[b]
@@ -1263,6 +1267,31 @@ def _blend_level(
             if w is None or not (w < 1.0).any():
                 continue
             _reoutcome(work, c, inputs, space, report, float(snap.settings.tolerance), w)
+
+
+def _blend_stretch(work: _Work, g: Group, inputs: Inputs) -> dict[int, F64]:
+    """Blend a stretching chain's stretch as its rotations: the carriers' Y scale from the FK value toward
+    the IK one by Influence, linearly. Rescales the working pose's bones to it and returns bone -> (F,)
+    ratio of the blended length to the IK length (for the heads below it)."""
+    out: dict[int, F64] = {}
+    if g.is_tree:
+        return out
+    c = g.chains[0]
+    carriers = work.owned.get(c.index)
+    w = inputs.influence.get(c.index)
+    if carriers is None or w is None or carriers[0] not in work.scale_out:
+        return out
+    ik = work.scale_out[carriers[0]]
+    fk = inputs.fk_scale.get(carriers[0])
+    fk = np.ones_like(ik) if fk is None else np.broadcast_to(fk, ik.shape)
+    blended = np.where(w >= 1.0, ik, np.where(w <= 0.0, fk, fk + w * (ik - fk)))
+    ratio = blended / ik
+    for b in dict.fromkeys(carriers):
+        work.scale_out[b] = blended.copy()
+    for b in c.bones[: len(carriers)]:
+        work.scale[:, b, 1] *= ratio
+        out[b] = ratio
+    return out
 
 
 def _reoutcome(

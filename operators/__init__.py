@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import bake, chains, cli, convert, solve
+from . import bake, chains, cli, convert, ikfk, solve
 
 
 def register() -> None:
@@ -10,11 +10,13 @@ def register() -> None:
     bake.register()
     chains.register()
     convert.register()
+    ikfk.register()
     cli.register()
 
 
 def unregister() -> None:
     cli.unregister()
+    ikfk.unregister()
     convert.unregister()
     chains.unregister()
     bake.unregister()

@@ -165,7 +165,10 @@ def _limits(pb: PoseBone, entry: Conversion, stretch: bool) -> None:
     if any(float(getattr(pb, f"ik_stiffness_{a}")) > 0.0 for a in "xyz"):
         entry.dropped.append(f"'{name}' IK stiffness (Reach IK has none yet)")
     if stretch and float(pb.ik_stretch) > 0.0:
-        entry.dropped.append(f"'{name}' IK stretch {pb.ik_stretch:.3g} (Reach IK never stretches)")
+        entry.dropped.append(
+            f"'{name}' IK stretch {pb.ik_stretch:.3g} (not converted: Reach IK stretches only to reach a target, "
+            "by the chain's Stretch)"
+        )
 
 
 def convert_constraints(obj: Object, context: Context | None = None) -> list[Conversion]:
@@ -267,10 +270,16 @@ def convert_constraints(obj: Object, context: Context | None = None) -> list[Con
                 f"Use Tail off: '{pb.name}' is not connected, the tail of '{tip.name}' reaches the target"
             )
         if float(con.influence) != 1.0:
-            entry.dropped.append(f"influence {con.influence:.3g} (chains have no influence yet: solved fully)")
+            ch.influence = float(con.influence)
+            entry.approximated.append(
+                f"influence {con.influence:.3g} -> Influence (Blender blends the pose-space matrices, Reach IK each "
+                "bone's rotation from its FK pose: the same at 0 and 1)"
+            )
         fcu = _driver(obj, con, "influence")
         if fcu is not None and not fcu.mute:
-            entry.dropped.append(f"influence set by {_driven_by(fcu)} (chains have no influence yet: solved fully)")
+            entry.dropped.append(
+                f"influence set by {_driven_by(fcu)} (not carried over: key or drive the chain's Influence)"
+            )
         for b in chain:
             _limits(b, entry, bool(con.use_stretch))
         iterations = max(iterations, int(con.iterations))

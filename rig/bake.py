@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from ..core import convert
 from ..core.model import Plan
 from . import anim, armature, cache, fastread, fk, live
-from .compat import is_bone_selected
+from .chains import ChainChoiceError, choose_chains
 from .props import rig_settings
 from .solve import (
     WRITTEN_CHANNELS,
@@ -120,33 +120,11 @@ def frame_list(start: int, end: int, step: int) -> list[int]:
 
 
 def select_chains(obj: bpy.types.Object, which: str | set[int]) -> set[int]:
-    settings = rig_settings(obj)
-    chains = settings.chains
-    if isinstance(which, set):
-        return which
-    if which == "ALL":
-        picked = {i for i, ch in enumerate(chains) if ch.enabled}
-    elif which == "ACTIVE":
-        i = settings.active_chain_index
-        if not 0 <= i < len(chains):
-            raise BakeError(f"'{obj.name}' has no active chain to bake")
-        if not chains[i].enabled:
-            raise BakeError(f"the active chain '{chains[i].name}' is disabled: enable it to bake it")
-        picked = {i}
-    elif which == "SELECTED":
-        bones = obj.pose.bones
-        picked = {
-            i
-            for i, ch in enumerate(chains)
-            if ch.enabled and ch.tip_bone in bones and is_bone_selected(bones[ch.tip_bone])
-        }
-    else:
-        raise BakeError(f"unknown chain selection {which!r}: use ALL, ACTIVE or SELECTED")
-    if not picked:
-        raise BakeError(
-            f"'{obj.name}' has no enabled chains to bake ({which.lower() if isinstance(which, str) else which})"
-        )
-    return picked
+    """The chains to bake (`chains.choose_chains`), as a `BakeError` when there are none."""
+    try:
+        return choose_chains(obj, which, "bake")
+    except ChainChoiceError as exc:
+        raise BakeError(str(exc)) from None
 
 
 def _values(mode: str, basis: F64, previous: F64) -> F64:
@@ -348,15 +326,12 @@ def _read_frames(
     # The FK pose of each frame, by the live rule (rig/fk.py): a channel the frame's animation set is FK, one
     # still holding what live solving wrote has the stored FK value. Worked out on a copy: a bake stores
     # nothing.
-    store = fk.Store.read(obj)
-    names = armature.skeleton(obj).names
-    modes = armature.rotation_mode_values(obj)
+    read_fk: list[tuple[Inputs, armature.Channels, dict[int, float]]] = []
     for n, f in enumerate(frames):
         scene.frame_set(f)
         try:
             inputs = read_inputs(obj, plan, settings_now=True)
-            channels = armature.read_channels(obj, WRITTEN_CHANNELS)
-            fk.fill(plan, names, modes, channels, store, fk.influences(obj, plan), inputs, every=True)
+            read_fk.append((inputs, armature.read_channels(obj, WRITTEN_CHANNELS), fk.influences(obj, plan)))
             stack.append(inputs)
         except ReferenceError as exc:
             raise BakeError(f"frame {f}: a target or pole was deleted during the bake ({exc})") from exc
@@ -364,6 +339,13 @@ def _read_frames(
             raise BakeError(f"frame {f}: a target or pole went missing during the bake ({exc})") from exc
         if progress and (n % every == 0 or n == len(frames) - 1):
             progress(0.8 * (n + 1) / len(frames), f"frame {f} ({n + 1}/{len(frames)})")
+    if any(w < 1.0 for _i, _c, weights in read_fk for w in weights.values()):
+        # Some chain blends with its FK pose in some frame: every frame gets its FK pose, in frame order.
+        store = fk.Store.read(obj)
+        names = armature.skeleton(obj).names
+        modes = armature.rotation_mode_values(obj)
+        for inputs, channels, weights in read_fk:
+            fk.fill(plan, names, modes, channels, store, weights, inputs, every=True)
     return stack
 
 

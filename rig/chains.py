@@ -12,6 +12,7 @@ import bpy
 import numpy as np
 
 from ..core.model import NONE, NONE_LEGACY, ChainPlan, Group, Plan, Skeleton, usable
+from .compat import is_bone_selected
 from .props import ReachChain, rig_settings
 
 
@@ -51,6 +52,45 @@ def system_override(obj: bpy.types.Object) -> bool:
     """Whether `obj` is a library override Blender made for the hierarchy, not one made editable."""
     ov = obj.override_library
     return ov is not None and bool(ov.is_system_override)
+
+
+class ChainChoiceError(RuntimeError):
+    """The chains an operation was asked to work on are not there (no active chain, none selected...)."""
+
+
+def choose_chains(obj: bpy.types.Object, which: str | set[int], doing: str) -> set[int]:
+    """The chain indices of `obj` that `which` names: 'ALL' (every enabled chain), 'ACTIVE' (the active
+    chain in the list), 'SELECTED' (enabled chains whose tip bone is selected), or a set of indices.
+
+    `doing` names the operation in messages ("bake", "snap"). Raises `ChainChoiceError` when none fits.
+    """
+    settings = rig_settings(obj)
+    chains = settings.chains
+    if isinstance(which, set):
+        return which
+    if which == "ALL":
+        picked = {i for i, ch in enumerate(chains) if ch.enabled}
+    elif which == "ACTIVE":
+        i = settings.active_chain_index
+        if not 0 <= i < len(chains):
+            raise ChainChoiceError(f"'{obj.name}' has no active chain to {doing}")
+        if not chains[i].enabled:
+            raise ChainChoiceError(f"the active chain '{chains[i].name}' is disabled: enable it to {doing}")
+        picked = {i}
+    elif which == "SELECTED":
+        bones = obj.pose.bones
+        picked = {
+            i
+            for i, ch in enumerate(chains)
+            if ch.enabled and ch.tip_bone in bones and is_bone_selected(bones[ch.tip_bone])
+        }
+    else:
+        raise ChainChoiceError(f"unknown chain selection {which!r}: use ALL, ACTIVE or SELECTED")
+    if not picked:
+        raise ChainChoiceError(
+            f"'{obj.name}' has no enabled chains to {doing} ({which.lower() if isinstance(which, str) else which})"
+        )
+    return picked
 
 
 def target_bone_of(ob: bpy.types.Object | None, bone: str) -> str:

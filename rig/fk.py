@@ -101,19 +101,22 @@ def basis_rotations(raw: F32, modes: Sequence[int]) -> F64:
     """(n, 3, 3) rotation matrices of raw rotations (n, 4) in their modes (as Blender builds matrix_basis)."""
     out = np.empty((len(modes), 3, 3))
     values = raw.astype(np.float64)
-    for r, m in enumerate(modes):
-        if m == _QUAT:
-            q = values[r]
-        elif m == _AXIS:
-            angle, axis = values[r, 0], values[r, 1:]
-            norm = float(np.linalg.norm(axis))
-            # Blender's axis-angle with a zero axis is no rotation.
-            axis = axis / norm if norm > 0.0 else np.array([0.0, 1.0, 0.0])
-            q = np.concatenate([[np.cos(angle / 2)], np.sin(angle / 2) * axis])
-        else:
-            out[r] = convert.euler_to_matrix(values[r : r + 1, :3], armature.MODE_NAMES[m])[0]
-            continue
-        out[r] = convert.quaternion_to_matrix(q[None] / max(float(np.linalg.norm(q)), 1e-300))[0]
+    mode_array = np.asarray(modes, dtype=np.int64)
+    quat, axis = mode_array == _QUAT, mode_array == _AXIS
+    if quat.any():
+        q = values[quat]
+        out[quat] = convert.quaternion_to_matrix(q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-300))
+    if axis.any():
+        angle, vec = values[axis, 0], values[axis, 1:]
+        norm = np.linalg.norm(vec, axis=1, keepdims=True)
+        # Blender's axis-angle with a zero axis is no rotation.
+        unit = np.where(norm > 0.0, vec / np.maximum(norm, 1e-300), np.array([0.0, 1.0, 0.0]))
+        half = 0.5 * angle
+        q = np.concatenate([np.cos(half)[:, None], np.sin(half)[:, None] * unit], axis=1)
+        out[axis] = convert.quaternion_to_matrix(q)
+    for m in np.unique(mode_array[~(quat | axis)]).tolist():
+        rows = mode_array == m
+        out[rows] = convert.euler_to_matrix(values[rows, :3], armature.MODE_NAMES[m])
     return out
 
 
@@ -414,6 +417,7 @@ def fill(
     basis = basis_rotations(fk_rot[rows], [bone_modes[r] for r in rows])
     for k, b in enumerate(blended):
         inputs.fk[b] = basis[k][None]
+        inputs.fk_scale[b] = fk_sy[rows[k] : rows[k] + 1].astype(np.float64)
     for c in chains:
         inputs.influence[c.index] = np.array([weights.get(c.index, 1.0)])
     # Bones every chain through which is at Influence 0 show their FK values themselves.

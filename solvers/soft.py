@@ -53,7 +53,11 @@ def soft_distance(distance: F64, length: F64, soft: F64) -> F64:
     eased = d > start
     if not (eased & (s > 0.0)).any():
         return d.copy()
-    out: F64 = np.where(eased & (s > 0.0), length - s * np.exp(-(d - start) / np.maximum(s, 1e-300)), d)
+    on = eased & (s > 0.0)
+    # The exponent only where the curve applies: a chain of the batch without Soft (s = 0) short of its length
+    # would overflow it, even though np.where drops the value.
+    x = np.where(on, -(d - start) / np.maximum(s, 1e-300), 0.0)
+    out: F64 = np.where(on, length - s * np.exp(x), d)
     return out
 
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 # Icon names as plain strings (`Any`: the stubs type icons as one long Literal).
 SOLVER_ICONS: dict[str, Any] = {item[0]: item[3] for item in SOLVER_ITEMS}
+SWITCH_ICONS: dict[str, Any] = {"IK": "CON_KINEMATIC", "FK": "BONE_DATA"}
 
 
 def armature_in_reach(context: Context) -> Object | None:
@@ -139,6 +140,24 @@ def _bone_picker(layout: UILayout, chain: ReachChain, role: str, prop: str, text
         layout.prop_search(chain, prop, ob.data, "bones", text=text, icon="BONE_DATA")
 
 
+def draw_ik_fk(layout: UILayout, chain: ReachChain) -> None:
+    """The active chain's Influence (keyable: with its decorator) and the IK/FK buttons, on that chain."""
+    col = layout.column()
+    col.active = chain.enabled
+    row = col.row()
+    row.use_property_decorate = True
+    row.prop(chain, "influence", slider=True)
+    buttons = col.column(align=True)
+    row = buttons.row(align=True)
+    row.operator("reach.snap_to_pose", text="Snap IK to Pose", icon="SNAP_ON").chains = "ACTIVE"
+    row.operator("reach.apply_to_fk", text="Apply IK to FK", icon="POSE_HLT").chains = "ACTIVE"
+    row = buttons.row(align=True)
+    for mode, icon in SWITCH_ICONS.items():
+        op = row.operator("reach.switch", text=f"Switch to {mode}", icon=icon)
+        op.mode, op.chains = mode, "ACTIVE"
+    layout.separator()
+
+
 class VIEW3D_PT_reach_ik_chains(PanelMixin, Panel):
     bl_label = "Chains"
     bl_parent_id = "VIEW3D_PT_reach_ik"
@@ -180,6 +199,7 @@ class VIEW3D_PT_reach_ik_chains(PanelMixin, Panel):
         chain: ReachChain = settings.chains[i]
         layout.use_property_split = True
         layout.use_property_decorate = False
+        draw_ik_fk(layout, chain)
         col = layout.column()
         col.active = chain.enabled
         col.prop(chain, "solver")

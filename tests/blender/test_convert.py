@@ -217,6 +217,7 @@ def test_muted_targetless_and_the_report() -> None:
     assert [(ch.tip_bone, ch.chain_length, ch.solver) for ch in obj.reach_ik.chains] == [("hand", 3, "FABRIK")]
     text = hand.text()
     assert "influence 0.5" in text and "'upper' IK stretch 0.2" in text and "muted" in text, text
+    assert obj.reach_ik.chains[0].influence == 0.5, "the constraint's influence becomes the chain's"
     assert obj.reach_ik.max_iterations == 120, "the constraint's iterations become the rig's cap"
 
 

@@ -248,7 +248,8 @@ def test_keyed_influence_over_keyed_fk_plays_back_and_bakes_alike() -> None:
         scene.frame_set(f)
         _settle()
         played[f] = {b: _basis(obj, b) for b in (*ARM, *SPINE)}
-        fcurves = {fc.data_path + str(fc.array_index): fc for fc in obj.animation_data.action.fcurves}
+        curves = _module("rig.anim").all_fcurves(obj.animation_data.action, obj)  # layered actions in 5.x too
+        fcurves = {fc.data_path + str(fc.array_index): fc for fc in curves}
         fk_at[f] = {
             b: Quaternion([fcurves[f'pose.bones["{b}"].rotation_quaternion{i}'].evaluate(f) for i in range(4)])
             for b in (*ARM, *SPINE)
@@ -333,3 +334,33 @@ def test_undo_and_redo_never_take_an_ik_result_for_fk() -> None:
     n = len(obj.pose.bones)
     forearm_fk = np.frombuffer(fk, dtype=np.float32)[: 4 * n].reshape(n, 4)[obj.pose.bones.find("forearm.L")]
     assert _quaternion_bytes(obj, "forearm.L") == forearm_fk.tobytes()
+
+
+@pytest.mark.parametrize("solver", ["FABRIK", "TWO_BONE"])
+def test_stretch_blends_with_influence_and_gives_the_fk_scale_back(solver: str) -> None:
+    """A stretching chain at Influence 0.5 stretches half-way (its Y scale from the FK value toward IK's);
+    its status is measured on that pose; at 0 the rotations and Y scales are the FK channels exactly."""
+    n = 2 if solver == "TWO_BONE" else 3
+    rig = rigs.chain_rig(n)
+    for bone in list(rig.data.bones)[1:]:
+        bone.inherit_scale = "ALIGNED"
+    rigs.update()
+    fk = rigs.pose_snapshot(rig)
+    names = [f"b{i}" for i in range(n)]
+    length = sum(rig.data.bones[b].length for b in names)
+    root = rigs.world_head(rig, "b0")
+    target = rigs.empty("T", tuple(root + np.array([0.0, 0.3, 1.25 * length])))
+    ch = rigs.add_chain(rig, names[-1], n, target, solver=solver)
+    ch.stretch = 1.5
+    _settle()
+    ik_y = float(rig.pose.bones["b0"].scale[1])
+    assert ik_y > 1.1, "the chain stretches to reach"
+    ch.influence = 0.5
+    _settle()
+    assert float(rig.pose.bones["b0"].scale[1]) == pytest.approx(1.0 + 0.5 * (ik_y - 1.0), abs=1e-5)
+    tip = rigs.world_tail(rig, names[-1])
+    far = float(np.linalg.norm(tip - np.array(target.matrix_world.translation)))
+    assert far > 1e-2 and ch.residual == pytest.approx(far, rel=1e-3, abs=1e-5), ch.message
+    ch.influence = 0.0
+    _settle()
+    assert rigs.pose_snapshot(rig) == fk

@@ -186,3 +186,18 @@ def test_bone_pickers_and_the_convert_button() -> None:
     assert ("prop_search", "Target Bone") in log and ("prop_search", "Pole Bone") in log, log
     assert ("prop", "pole_angle") in log
     assert "reach.convert_constraints" in [t for m, t in log if m == "op"]
+
+
+def test_active_chain_shows_influence_and_the_ik_fk_buttons_first() -> None:
+    rig = rigs.chain_rig(3)
+    bpy.context.view_layer.objects.active = rig
+    rigs.add_chain(rig, "b2", 2, rigs.empty("t", (0, 0, 3)))
+    log = _draw(panel.VIEW3D_PT_reach_ik_chains)
+    props = [t for m, t in log if m == "prop"]
+    assert "influence" in props and props.index("influence") < props.index("solver"), (
+        f"Influence comes first in the chain's settings: {props}"
+    )
+    ops = [t for m, t in log if m == "op"]
+    assert ops[5:] == ["reach.snap_to_pose", "reach.apply_to_fk", "reach.switch", "reach.switch"], ops
+    texts = [t for m, t in log if m == "operator"]
+    assert texts[-4:] == ["Snap IK to Pose", "Apply IK to FK", "Switch to IK", "Switch to FK"], texts

@@ -143,3 +143,51 @@ def test_core_refuses_one_chains_bad_limit_and_solves_the_others() -> None:
     assert not set(solved.bones) & {3, 4, 5}, "the refused chain's bones must not be solved"
     tip = _tips(sk, solved.bones, solved.basis, 2, 3)[0]
     assert np.linalg.norm(tip - np.array(goals[0])) <= 1e-4
+
+
+def _rotation(axis: tuple[float, float, float], angle: float) -> np.ndarray:
+    a = np.asarray(axis, dtype=np.float64) / np.linalg.norm(axis)
+    k = np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
+    return np.eye(3) + math.sin(angle) * k + (1.0 - math.cos(angle)) * (k @ k)
+
+
+def _angle_between(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.arccos(np.clip((np.trace(a.T @ b) - 1.0) / 2.0, -1.0, 1.0)))
+
+
+def test_influence_blends_each_bone_from_fk_toward_ik_and_the_chain_reports_the_blend() -> None:
+    """Influence w: basis = slerp(FK, IK, w) per bone; 0 gives the FK basis; 1 the IK solution. The outcome
+    of a blended chain is measured on the blended pose (forward kinematics here, not solver numbers)."""
+    sk = _skeleton(1, 3)
+    goal = [(0.8, 0.4, 2.2)]
+    snap = _snapshot(sk, 1, 3, "FABRIK")
+    fk = {0: _rotation((1, 0, 0), 0.3), 1: _rotation((0, 0, 1), -0.4), 2: _rotation((1, 1, 0), 0.2)}
+
+    def run(w: float) -> tuple[np.ndarray, object]:
+        inputs = _inputs(sk, goal)
+        inputs.influence = {0: np.array([w])}
+        inputs.fk = {b: m[None] for b, m in fk.items()}
+        report = RigReport()
+        solved = core.solve(snap, inputs, report)
+        basis = np.stack([solved.basis[0, solved.bones.index(b)] for b in range(3)])
+        return basis, report.outcomes[0]
+
+    at_zero, out0 = run(0.0)
+    for b in range(3):
+        assert _angle_between(at_zero[b], fk[b]) < 1e-9
+    _at_one, out1 = run(1.0)
+    assert out1.reached and out1.message == "", out1
+    # A blended chain's IK solution starts from its FK pose (w = 1 starts from the pose as read): the IK part
+    # of the blend is the solution at w just below 1.
+    ik, _ = run(1.0 - 1e-12)
+    half, out_half = run(0.5)
+    for b in range(3):
+        want = _angle_between(fk[b], ik[b]) / 2.0
+        assert abs(_angle_between(fk[b], half[b]) - want) < 1e-7
+        assert abs(_angle_between(half[b], ik[b]) - want) < 1e-7
+    tip = _tips(sk, list(range(3)), half[None], 1, 3)[0]
+    far = float(np.linalg.norm(tip - np.array(goal[0])))
+    assert not out_half.reached and out_half.message.startswith("blended") and abs(out_half.residual - far) < 1e-9
+    tip0 = _tips(sk, list(range(3)), at_zero[None], 1, 3)[0]
+    assert abs(out0.residual - float(np.linalg.norm(tip0 - np.array(goal[0])))) < 1e-9
+    assert out0.message.startswith("FK: Influence is 0"), out0.message

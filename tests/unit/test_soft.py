@@ -114,6 +114,14 @@ def test_soft_distance_is_the_soft_ik_curve() -> None:
 # --------------------------------------------------------------------------------------------------------
 
 
+def test_soft_distance_of_a_batch_mixing_soft_and_hard_chains_is_finite_and_quiet() -> None:
+    """A chain without Soft (s = 0) well short of its length, batched with a soft chain in its soft zone: the
+    curve's exponent must not be evaluated for it (it overflowed: a RuntimeWarning, an error in these tests)."""
+    out = soft_distance(np.array([0.5, 0.99]), np.array([1.0, 1.0]), np.array([0.0, 0.1]))
+    assert out[0] == 0.5, "no Soft: the distance as it is"
+    assert 0.9 < out[1] < 1.0, "Soft 0.1 at 0.99 L: eased, below L"
+
+
 @pytest.mark.parametrize("name", list(SOLVERS))
 def test_no_knee_pop_with_soft(name: str) -> None:
     """Target from 0.9 L to 1.1 L in 200 equal steps: with soft = 0.1 the largest per-step change of the
