@@ -27,7 +27,7 @@ checks: dict[int, int] = {}
 chain_solves: dict[int, dict[int, int]] = {}
 # session_uid -> {chain index: outcome} shown now (chains not re-solved keep theirs).
 outcomes: dict[int, Any] = {}
-# session_uid -> (world matrix bytes, armature-wide problem or None) of the last live check.
+# session_uid -> ((world matrix bytes, system override?), armature-wide problem or None) of the last live check.
 rig_checks: dict[int, Any] = {}
 # session_uid -> last unexpected error printed for the armature (each distinct error printed once).
 reported: dict[int, str] = {}

@@ -26,6 +26,15 @@ def rig_problem(obj: bpy.types.Object) -> str | None:
             f"'{obj.name}' is linked from {lib} and cannot be posed: make a library override "
             "(Object > Library Override > Make) and add chains to the override"
         )
+    if system_override(obj):
+        # Blender keeps a system override's channels from being written through foreach_set (it ignores the
+        # write without an error; bpy 4.5.4 and 5.2.3, measured): a solve would show nothing, and the FK store
+        # would note as written what never reached the channels, so their values (the library's IK result)
+        # would be taken for FK once the override is made editable.
+        return (
+            f"'{obj.name}' is a system library override, which Blender does not let anything pose: select it "
+            "and use Object > Library Override > Make to make it editable"
+        )
     mw = np.array(obj.matrix_world, dtype=np.float64)
     if not usable(mw):
         return f"'{obj.name}' has a NaN or infinite transform: fix its location/rotation/scale"
@@ -37,6 +46,12 @@ def rig_problem(obj: bpy.types.Object) -> str | None:
             "scale; apply the scale (Ctrl A > Scale) or scale all axes equally"
         )
     return None
+
+
+def system_override(obj: bpy.types.Object) -> bool:
+    """Whether `obj` is a library override Blender made for the hierarchy, not one made editable."""
+    ov = obj.override_library
+    return ov is not None and bool(ov.is_system_override)
 
 
 class ChainChoiceError(RuntimeError):

@@ -11,6 +11,32 @@ taken for FK: the store compares exact float32 bytes.
 What was written is stored with the FK value in the armature object itself (`_reach_ik_fk`, an ID property
 hidden from the Custom Properties panel by its leading underscore, and `_reach_ik_fk_bones`, the bone names
 as JSON), so undo, redo, save, reload, append and duplicate carry both together, in step with the channels.
+
+Library overrides (bpy 4.5.4 and 5.2.3, measured; tests/blender/test_ikfk_library.py). An override starts
+with the library's store (ID properties are copied with the object) and Reach IK keeps it up to date there as
+on a local object. What a save keeps of it is Blender's choice: on reload the override is rebuilt from the
+library and only the differences recorded as override operations are applied again, and Blender records one
+for an ID property only when the property is library-overridable, exists in the library's object, and (an
+array) has the same length there. So:
+- Every write marks both properties library-overridable (`_overridable`; also on a local object, so a
+  library saved from it carries the flag) and updates the rows in place while their count stays the same.
+  The override's store is then saved and reloaded with it, as its channels are. Without the flag the reload
+  brings back the library's store, and the override's IK results in its saved channels, no longer what the
+  store says was written, would be taken for FK. A library saved before this flag existed works too: the
+  override sets the flag on its copy before writing.
+- The store cannot be kept when the library's object has none (none of its chains had solved, or all were
+  disabled, when the library was saved) or when its row count differs from the library's (chains added,
+  removed, disabled or lengthened on the override cover other bones). The reload then brings back the
+  library's rows, or no store at all; with the override's names (a string is kept at any length) they are
+  out of step, `Store.read` reads no store, and every chain bone's channel as saved becomes its FK value: at
+  Influence 1, the IK result shown when the file was saved. That is the worst case; the library's stored
+  values are never paired with the override's names or channels.
+- Bones whose channels the override left equal to the library's get no override operation, so they follow
+  the library file: if it is later saved with a new pose that Reach IK solved there, the override shows that
+  pose's values after reload, and since its store says it wrote something else, they are taken for FK.
+- A system override (one Blender made for the hierarchy, not made editable) is not solved at all
+  (`chains.rig_problem`): Blender ignores writes to its channels through `foreach_set`, so a solve would note as
+  written what never reached them.
 """
 
 from __future__ import annotations
@@ -104,6 +130,28 @@ def _bits(a: F32) -> NDArray[np.uint32]:
     return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
 
 
+def _array(prop: object) -> F32 | None:
+    """A float32 array property's values as a writable view of its own buffer; None when it is not one."""
+    if prop is None:
+        return None
+    try:
+        view = np.asarray(memoryview(prop))  # type: ignore[arg-type]
+    except TypeError:
+        return None
+    return view if view.dtype == np.float32 and view.ndim == 1 else None
+
+
+def _overridable(obj: bpy.types.Object, key: str) -> None:
+    """Mark the ID property `key` of `obj` library-overridable (see the module docstring, "Library overrides").
+
+    Without the flag a library override saves no change to it: on reload the override gets the library's
+    value back (bpy 4.5.4 and 5.2.3, measured), and an IK result the override wrote would be taken for FK.
+    """
+    path = f'["{key}"]'
+    if not obj.is_property_overridable_library(path):
+        obj.property_overridable_library_set(path, True)
+
+
 @dataclass
 class Store:
     """An armature's stored FK and written values, by bone name (see the module docstring)."""
@@ -151,14 +199,21 @@ class Store:
         else:
             if self.names_text is None:
                 self.names_text = json.dumps(self.names)
+                if not isinstance(obj.get(NAMES_KEY), str):
+                    obj.pop(NAMES_KEY, None)  # damaged: a flagged property keeps its type on assignment
                 obj[NAMES_KEY] = self.names_text
-            flat = np.ascontiguousarray(self.rows).ravel()
-            old = obj.get(ROWS_KEY)
-            if old is not None and len(old) != flat.size:
-                # Assigning an array of another length to an existing array property keeps its old length
-                # (bpy 4.5, measured): replace it instead.
-                del obj[ROWS_KEY]
-            obj[ROWS_KEY] = flat
+            flat = np.ascontiguousarray(self.rows, dtype=np.float32).ravel()
+            held = _array(obj.get(ROWS_KEY))
+            if held is not None and held.shape == flat.shape:
+                # In place, through the property's own buffer: assigning a numpy array to an existing property
+                # that is library-overridable raises TypeError, and assigning one of another length to any
+                # existing array property keeps its old length (bpy 4.5.4 and 5.2.3, measured).
+                held[:] = flat
+            else:
+                obj.pop(ROWS_KEY, None)
+                obj[ROWS_KEY] = flat
+            for key in (ROWS_KEY, NAMES_KEY):
+                _overridable(obj, key)
         self.changed = False
 
     def _rows_of(self, names: Sequence[str]) -> NDArray[np.int64]:

@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 
 from ..core.model import Group, Plan, Skeleton
 from . import armature, cache, fk
+from .chains import system_override
 from .props import rig_settings
 from .solve import ChainState, Entry, LiveReads, chain_state, solve_rig, store_status
 
@@ -224,7 +225,10 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
     channels = armature.read_channels(obj, armature.ALL_CHANNELS)
     # Pole angles and influences are per-frame numbers (keyable): a change solves the rig, without a new plan.
     angles = tuple((ch.pole_angle, ch.influence) for ch in s.chains)
-    settings = (s.tolerance, s.max_iterations, s.roll_mode, s.start_from, settings_version(obj), state, angles)
+    # A system override is refused (chains.rig_problem); made editable in place, it solves with nothing else new.
+    editable = not system_override(obj)
+    version = settings_version(obj)
+    settings = (s.tolerance, s.max_iterations, s.roll_mode, s.start_from, version, state, angles, editable)
     seen = _Seen(b"".join(data), _channel_bytes(channels), settings, sk.key, mats[0].tobytes(), mats, pose, channels)
     # What can change this rig's solve: itself (pose, transform, settings), its armature data, and the
     # objects it reaches for. Blender lists an object as updated when anything it depends on moved (a

@@ -33,7 +33,7 @@ from ..core.model import (
 )
 from ..core.solve import stack_inputs
 from . import armature, cache, fk
-from .chains import build_plan, rig_problem
+from .chains import build_plan, rig_problem, system_override
 from .props import bone_limits, rig_settings
 
 F64 = NDArray[np.float64]
@@ -199,14 +199,16 @@ def prepare(
     """
     report = RigReport()
     if reads is not None and reads.world_key:
-        # Live: the armature-wide checks depend on its transform only (linking and overrides are structure
-        # updates, which drop this cache), so they run again only when it moves.
+        # Live: the armature-wide checks depend on its transform (linking and overrides are structure updates,
+        # which drop this cache) and on whether it is a system override (made editable in place), so they run
+        # again only when one of those changes.
+        checked = (reads.world_key, system_override(obj))
         hit = cache.rig_checks.get(obj.session_uid)
-        if hit is not None and hit[0] == reads.world_key:
+        if hit is not None and hit[0] == checked:
             problem = hit[1]
         else:
             problem = rig_problem(obj)
-            cache.rig_checks[obj.session_uid] = (reads.world_key, problem)
+            cache.rig_checks[obj.session_uid] = (checked, problem)
     else:
         problem = rig_problem(obj)
     chains = rig_settings(obj).chains if obj.type == "ARMATURE" else []
