@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import bpy
 import numpy as np
@@ -135,10 +136,13 @@ def _array(prop: object) -> F32 | None:
     if prop is None:
         return None
     try:
-        view = np.asarray(memoryview(prop))  # type: ignore[arg-type]
+        view: NDArray[Any] = np.asarray(memoryview(prop))  # type: ignore[arg-type]
     except TypeError:
         return None
-    return view if view.dtype == np.float32 and view.ndim == 1 else None
+    if view.dtype != np.float32 or view.ndim != 1:
+        return None
+    out: F32 = view
+    return out
 
 
 def _overridable(obj: bpy.types.Object, key: str) -> None:
