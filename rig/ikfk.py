@@ -323,7 +323,8 @@ class _Pose:
         return out
 
     def local(self, control: Control) -> F64:
-        return self.to_rig @ np.array(control.world(), dtype=np.float64)
+        # np.asarray: numpy 1.26's stubs type this product as floating[Any].
+        return np.asarray(self.to_rig @ np.array(control.world(), dtype=np.float64), dtype=np.float64)
 
     def miss(self, bones: Sequence[int], solved: F64) -> tuple[float, int]:
         """The largest distance (world units) between the ends of the bones' X, Y (tail) and Z axes, each as
