@@ -292,13 +292,19 @@ class Store:
 
 
 def restore(
-    store: Store, index: dict[str, int], modes: NDArray[np.int32], channels: Channels, keep: set[str]
+    store: Store,
+    index: dict[str, int],
+    modes: NDArray[np.int32],
+    channels: Channels,
+    keep: set[str],
+    given: list[int] | None = None,
 ) -> set[str]:
     """Give the stored bones not in `keep` (bones of no enabled chain) their FK values back, and forget them.
 
     A bone whose channels no longer hold what Reach IK wrote already shows its FK value (set since), and
     keeps it. `index`: bone name -> row of `channels` and `modes` (every bone's rotation mode value).
-    Returns the channel names changed in `channels` (the caller writes them).
+    Returns the channel names changed in `channels` (the caller writes them); `given` collects the bones
+    whose channels changed.
     """
     gone = [n for n in store.names if n not in keep]
     if not gone:
@@ -313,10 +319,13 @@ def restore(
         now = raw_rotations(channels, [b], [mode])
         if int(row[MODE]) != mode or now[0].tobytes() != row[WRITTEN].tobytes():
             continue  # set by something else since Reach IK wrote: that is the FK value now
-        changed |= put_raw_rotations(channels, [b], [mode], row[FK][None])
+        moved = put_raw_rotations(channels, [b], [mode], row[FK][None])
         if channels["scale"][b, 1] == row[WRITTEN_SY] and channels["scale"][b, 1] != row[FK_SY]:
             channels["scale"][b, 1] = row[FK_SY]
-            changed.add("scale")
+            moved.add("scale")
+        if moved and given is not None:
+            given.append(b)
+        changed |= moved
     store.drop(gone)
     return changed
 

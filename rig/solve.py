@@ -325,10 +325,7 @@ def solve_rig(
     restored: set[str] = set()
     given: list[int] = []  # bones given their FK pose back (no enabled chain drives them any more)
     if write and store.names and only is None:
-        before = {attr: a.copy() for attr, a in channels.items()}
-        restored = _restore_free(obj, sk, plan, store, channels)
-        if restored:
-            given = [b for b in range(len(sk.names)) if any((channels[a][b] != before[a][b]).any() for a in restored)]
+        restored = _restore_free(obj, sk, plan, store, channels, given)
     chosen = plan.groups if select is None else select(plan)
     if not chosen:
         if restored:
@@ -386,9 +383,10 @@ _NONE = ChainOutcome(False, "")
 
 
 def _restore_free(
-    obj: bpy.types.Object, sk: Skeleton, plan: Plan, store: fk.Store, channels: armature.Channels
+    obj: bpy.types.Object, sk: Skeleton, plan: Plan, store: fk.Store, channels: armature.Channels, given: list[int]
 ) -> set[str]:
-    """Give the stored bones that no enabled chain drives any more their FK values back (`fk.restore`)."""
+    """Give the stored bones that no enabled chain drives any more their FK values back (`fk.restore`); the
+    bones whose channels changed are added to `given`."""
     if plan.bone_names is None:
         plan.bone_names = frozenset(sk.names[b] for g in plan.groups for b in g.bones)
     planned = plan.bone_names
@@ -397,7 +395,7 @@ def _restore_free(
     keep = fk.enabled_chain_bones(obj)
     if keep is None:
         return set()
-    return fk.restore(store, sk.index, armature.rotation_mode_values(obj), channels, keep)
+    return fk.restore(store, sk.index, armature.rotation_mode_values(obj), channels, keep, given)
 
 
 # The channels a solve writes: the rotation channels, and the scale (Y) of stretching chains.
