@@ -1174,7 +1174,6 @@ def _fk_start(work: _Work, groups: Sequence[Group], inputs: Inputs) -> dict[int,
     constraint: the same whether reached by playback, scrubbing or a bake, and no drift from re-solving a
     blend. At Influence 1 the warm start from the current pose is kept.
     """
-    sk = work.sk
     f = work.matrices.shape[0]
     held: dict[int, tuple[F64, F64, F64]] = {}
     if inputs.basis is not None:
@@ -1182,24 +1181,47 @@ def _fk_start(work: _Work, groups: Sequence[Group], inputs: Inputs) -> dict[int,
     for g in groups:
         if not _bone_influence(g, inputs.influence, f):
             continue
-        before = {b: (work.rot[:, b].copy(), work.heads()[:, b].copy()) for b in g.bones}
-        rots: dict[int, F64] = {}
-        heads: dict[int, F64] = {}
-        for b in g.bones:  # parents before children
-            fk = inputs.fk.get(b)
-            p = int(sk.parent[b])
-            inside = p in rots
-            p_rot = rots[p] if inside else (work.rot[:, p] if p >= 0 else np.broadcast_to(np.eye(3), (f, 3, 3)))
-            rots[b] = p_rot @ sk.rest_rel[b][None] @ fk if fk is not None else before[b][0]
-            if inside:
-                offset = np.einsum("fji,fj->fi", before[p][0], before[b][1] - before[p][1])
-                heads[b] = heads[p] + np.einsum("fij,fj->fi", p_rot, offset)
-            else:
-                heads[b] = before[b][1]
+        old_rot = {b: work.rot[:, b].copy() for b in g.bones}
+        old_head = {b: work.heads()[:, b].copy() for b in g.bones}
+        rots, heads = _rebuild(work, g.bones, old_rot, old_head, lambda b, _p_old: inputs.fk.get(b))
         for b in g.bones:
             held[b] = (work.matrices[:, b].copy(), work.rot[:, b].copy(), np.asarray(b in work.solved))
-        work.set_bones(g.bones, np.stack([rots[b] for b in g.bones], 1), np.stack([heads[b] for b in g.bones], 1))
+        work.set_bones(g.bones, rots, heads)
     return held
+
+
+def _rebuild(
+    work: _Work,
+    bones: Sequence[int],
+    old_rot: dict[int, F64],
+    old_head: dict[int, F64],
+    basis_of: Callable[[int, F64], F64 | None],
+    stretch: dict[int, F64] | None = None,
+) -> tuple[F64, F64]:
+    """Forward kinematics of `bones` (parents first) on new basis rotations, from their pose `old_rot`,
+    `old_head`: a bone turns to its parent's new rotation @ rest_rel @ `basis_of(bone, the parent's old
+    rotation)` (None: it keeps its old rotation). A bone whose parent is among `bones` keeps its head's
+    offset from that parent in the parent's frame (along the parent's Y axis scaled by `stretch[parent]`);
+    the others keep their heads. Returns (F, n, 3, 3) rotations and (F, n, 3) heads, in `bones` order."""
+    sk = work.sk
+    f = work.matrices.shape[0]
+    rots: dict[int, F64] = {}
+    heads: dict[int, F64] = {}
+    for b in bones:
+        p = int(sk.parent[b])
+        inside = p in rots
+        p_old = old_rot[p] if inside else (work.rot[:, p] if p >= 0 else np.broadcast_to(np.eye(3), (f, 3, 3)))
+        p_new = rots[p] if inside else p_old
+        basis = basis_of(b, p_old)
+        rots[b] = old_rot[b] if basis is None else p_new @ sk.rest_rel[b][None] @ basis
+        if inside:
+            offset = np.einsum("fji,fj->fi", p_old, old_head[b] - old_head[p])  # in the parent's frame
+            if stretch and p in stretch:
+                offset[:, 1] *= stretch[p]  # the parent's length as blended (its Y axis)
+            heads[b] = heads[p] + np.einsum("fij,fj->fi", p_new, offset)
+        else:
+            heads[b] = old_head[b]
+    return np.stack([rots[b] for b in bones], axis=1), np.stack([heads[b] for b in bones], axis=1)
 
 
 def _blend_level(
@@ -1238,30 +1260,16 @@ def _blend_level(
         ik_rot = {b: work.rot[:, b].copy() for b in bones}
         ik_head = {b: work.heads()[:, b].copy() for b in bones}
         stretch = _blend_stretch(work, g, inputs) if work.scale_out else {}
-        new_rot: dict[int, F64] = {}
-        new_head: dict[int, F64] = {}
-        for b in bones:  # parents before children
-            p = int(sk.parent[b])
-            inside = p in ik_rot
-            p_ik = ik_rot[p] if inside else (work.rot[:, p] if p >= 0 else np.broadcast_to(np.eye(3), (f, 3, 3)))
-            p_new = new_rot[p] if inside else p_ik
-            w = weights.get(b)
-            fk = inputs.fk.get(b)
+
+        def blended(b: int, p_ik: F64, ik_rot: dict[int, F64] = ik_rot, weights: dict[int, F64] = weights) -> F64:
+            basis_ik = local_rotations(ik_rot[b], p_ik, sk.rest_rel[b][None])
+            w, fk = weights.get(b), inputs.fk.get(b)
             if w is None or fk is None:
-                basis = local_rotations(ik_rot[b], p_ik, sk.rest_rel[b][None])
-            else:
-                basis_ik = local_rotations(ik_rot[b], p_ik, sk.rest_rel[b][None])
-                basis = convert.slerp_rotations(fk, basis_ik, w)
-                basis = np.where((w >= 1.0)[:, None, None], basis_ik, np.where((w <= 0.0)[:, None, None], fk, basis))
-            new_rot[b] = p_new @ sk.rest_rel[b][None] @ basis
-            if inside:
-                offset = np.einsum("fji,fj->fi", p_ik, ik_head[b] - ik_head[p])  # in the parent's frame
-                if p in stretch:
-                    offset[:, 1] *= stretch[p]  # the parent's length as blended (its Y axis)
-                new_head[b] = new_head[p] + np.einsum("fij,fj->fi", p_new, offset)
-            else:
-                new_head[b] = ik_head[b]
-        work.set_bones(bones, np.stack([new_rot[b] for b in bones], axis=1), np.stack([new_head[b] for b in bones], 1))
+                return basis_ik
+            basis = convert.slerp_rotations(fk, basis_ik, w)
+            return np.where((w >= 1.0)[:, None, None], basis_ik, np.where((w <= 0.0)[:, None, None], fk, basis))
+
+        work.set_bones(bones, *_rebuild(work, bones, ik_rot, ik_head, blended, stretch))
         for c in g.chains:
             w = inputs.influence.get(c.index)
             if w is None or not (w < 1.0).any():

@@ -246,6 +246,8 @@ def pose_tails(obj: bpy.types.Object) -> F64:
 
 ROTATION_CHANNELS = (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4))
 ALL_CHANNELS = (*ROTATION_CHANNELS, ("location", 3), ("scale", 3))
+# The channels a solve writes: the rotation channels, and the scale (Y) of stretching chains.
+WRITTEN_CHANNELS = (*ROTATION_CHANNELS, ("scale", 3))
 
 
 def read_channels(obj: bpy.types.Object, which: tuple[tuple[str, int], ...] = ROTATION_CHANNELS) -> Channels:
@@ -291,14 +293,16 @@ def rotations_to_channels(
     bones: list[int],
     basis: F64,
     channels: Channels,
+    modes: NDArray[np.int32] | None = None,
 ) -> set[str]:
-    """Put basis rotations of `bones` into `channels` in each bone's own rotation mode.
+    """Put basis rotations of `bones` into `channels` in each bone's own rotation mode (`modes`: every bone's
+    mode value, when already read).
 
     Quaternions keep sign continuity, Eulers stay compatible with the previous value (no flips), and
     axis-angle keeps its axis on the previous side. Returns the channel names that changed.
     """
     idx = np.asarray(bones, dtype=np.int64)
-    mode_values = rotation_mode_values(obj)[idx]
+    mode_values = (rotation_mode_values(obj) if modes is None else modes)[idx]
     if len(bones) <= _FEW:
         return _few_to_channels(idx.tolist(), mode_values.tolist(), basis, channels)
     changed: set[str] = set()

@@ -363,10 +363,9 @@ def enabled_chain_bones(obj: bpy.types.Object) -> set[str] | None:
 def apply_current(obj: bpy.types.Object, names: Iterable[str]) -> None:
     """The pose the bones `names` show now becomes their FK pose ("Apply IK to FK")."""
     store = Store.read(obj)
-    pbs = obj.pose.bones
-    channels = armature.read_channels(obj, (*armature.ROTATION_CHANNELS, ("scale", 3)))
+    channels = armature.read_channels(obj, armature.WRITTEN_CHANNELS)
     modes = armature.rotation_mode_values(obj)
-    index = {pb.name: i for i, pb in enumerate(pbs)}
+    index = armature.skeleton(obj).index
     for name in names:
         b = index.get(name)
         if b is None:
@@ -388,15 +387,17 @@ class Frame:
     exact: list[int] = field(default_factory=list)  # rows of bones shown at Influence 0: written as FK, exactly
 
 
-def influences(obj: bpy.types.Object, plan: Plan) -> dict[int, float]:
-    """Each planned chain's Influence as set now (a script can store NaN: read as 1, pure IK)."""
+def influences(obj: bpy.types.Object, plan: Plan, read: Sequence[float] | None = None) -> dict[int, float]:
+    """Each planned chain's Influence as set now (`read`: every chain's, already read in chain order; a
+    script can store NaN: read as 1, pure IK)."""
     from .props import rig_settings
 
-    settings = rig_settings(obj).chains
+    if read is None:
+        read = [ch.influence for ch in rig_settings(obj).chains]
     out = {}
     for g in plan.groups:
         for c in g.chains:
-            w = float(settings[c.index].influence)
+            w = float(read[c.index])
             out[c.index] = min(max(w, 0.0), 1.0) if w == w else 1.0
     return out
 
@@ -471,8 +472,7 @@ def release(obj: bpy.types.Object) -> None:
     keep = enabled_chain_bones(obj)
     if keep is None or all(n in keep for n in store.names):
         return
-    channels = armature.read_channels(obj, (*armature.ROTATION_CHANNELS, ("scale", 3)))
-    index = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
-    changed = restore(store, index, armature.rotation_mode_values(obj), channels, keep)
+    channels = armature.read_channels(obj, armature.WRITTEN_CHANNELS)
+    changed = restore(store, armature.skeleton(obj).index, armature.rotation_mode_values(obj), channels, keep)
     armature.write_channels(obj, channels, changed)
     store.write(obj)

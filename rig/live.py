@@ -242,7 +242,15 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
         n = (row.target is not None) + (row.pole is not None)
         rows[i] = list(range(k, k + n))
         k += n
-    reads = LiveReads(sk=sk, state=state, channels=channels, world=world, pose=pose, world_key=seen.world)
+    reads = LiveReads(
+        sk=sk,
+        state=state,
+        channels=channels,
+        world=world,
+        pose=pose,
+        world_key=seen.world,
+        influences=tuple(w for _angle, w in angles),
+    )
     return seen, reads, _Objects(mats, rows)
 
 

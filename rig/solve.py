@@ -188,6 +188,7 @@ class LiveReads:
     world: armature.WorldMatrices  # every object's world matrix
     pose: F64 | None = None  # (B,4,4) pose matrices, when the handler needed them
     world_key: bytes = b""  # the armature's world matrix as read (float32 bytes)
+    influences: tuple[float, ...] = ()  # every chain's Influence, as read for the change test
 
 
 def prepare(
@@ -262,14 +263,21 @@ for _value, _mode in armature.MODE_NAMES.items():
     _KIND_OF_VALUE[_value + _MODE_SHIFT] = _KIND_OF_MODE.get(_mode, EULER)
 
 
-def snapshot(obj: bpy.types.Object, sk: Skeleton, plan: Plan, with_channels: bool = False) -> Snapshot:
-    """Everything of `obj` the core needs besides the per-frame inputs (`with_channels`: rotation modes too)."""
+def snapshot(
+    obj: bpy.types.Object,
+    sk: Skeleton,
+    plan: Plan,
+    with_channels: bool = False,
+    modes: NDArray[np.int32] | None = None,
+) -> Snapshot:
+    """Everything of `obj` the core needs besides the per-frame inputs (`with_channels`: rotation modes too;
+    `modes`: every bone's rotation mode value, when already read)."""
     s = rig_settings(obj)
     if plan.lengths is None:
         plan.lengths = armature.bone_lengths(obj, sk) if plan.groups else np.zeros(len(sk.names))
     kinds = None
     if with_channels:
-        kinds = _KIND_OF_VALUE[armature.rotation_mode_values(obj) + _MODE_SHIFT]
+        kinds = _KIND_OF_VALUE[(armature.rotation_mode_values(obj) if modes is None else modes) + _MODE_SHIFT]
     return Snapshot(
         sk=sk,
         plan=plan,
@@ -332,8 +340,9 @@ def solve_rig(
             armature.write_channels(obj, channels, restored)
             store.write(obj)
         return report
+    modes = armature.rotation_mode_values(obj)  # read once: the snapshot, the FK pose and the write use it
     # Built on the whole plan, so its cached lengths and limits are the plan's own.
-    snap = snapshot(obj, sk, plan, with_channels=True)
+    snap = snapshot(obj, sk, plan, with_channels=True, modes=modes)
     if len(chosen) != len(plan.groups):
         # A view of the plan: the same caches (limits, lengths), fewer groups.
         plan = replace(plan, groups=chosen)
@@ -351,8 +360,8 @@ def solve_rig(
         return report
     assert inputs.scale is not None  # read_inputs reads the scale channels
     inputs.release = stretch_release(obj, sk, plan, inputs.scale[0])
-    modes = armature.rotation_mode_values(obj)
-    frame = fk.fill(plan, sk.names, modes, channels, store, fk.influences(obj, plan), inputs)
+    weights = fk.influences(obj, plan, reads.influences if reads is not None else None)
+    frame = fk.fill(plan, sk.names, modes, channels, store, weights, inputs)
     if given:
         # The chains still driven are solved on the pose the given-back bones will show.
         raw = fk.raw_rotations(channels, given, modes[given].tolist())
@@ -362,7 +371,7 @@ def solve_rig(
     if write:
         changed = set(restored)
         if solved.bones:
-            changed |= armature.rotations_to_channels(obj, solved.bones, solved.basis[0], channels)
+            changed |= armature.rotations_to_channels(obj, solved.bones, solved.basis[0], channels, modes)
         if given:
             # Their exact FK values, not the solve's float64 round trip of them.
             fk.put_raw_rotations(channels, given, modes[given].tolist(), raw)
@@ -398,8 +407,7 @@ def _restore_free(
     return fk.restore(store, sk.index, armature.rotation_mode_values(obj), channels, keep, given)
 
 
-# The channels a solve writes: the rotation channels, and the scale (Y) of stretching chains.
-WRITTEN_CHANNELS = (*armature.ROTATION_CHANNELS, ("scale", 3))
+WRITTEN_CHANNELS = armature.WRITTEN_CHANNELS
 
 
 def stretch_release(obj: bpy.types.Object, sk: Skeleton, plan: Plan, scale: F64) -> set[int]:
