@@ -34,7 +34,6 @@ from .solve import (
 
 F64 = NDArray[np.float64]
 Progress = Callable[[float, str], None]
-CHANNELS = {"QUATERNION": ("rotation_quaternion", 4), "AXIS_ANGLE": ("rotation_axis_angle", 4)}
 # bl_rna.properties[...] is typed as the base Property; interpolation is an EnumProperty.
 _LINEAR = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value  # type: ignore[attr-defined]
 
@@ -386,7 +385,7 @@ def _write(
         by_mode.setdefault(pbs[b].rotation_mode, []).append(j)
     count = 0
     for mode, cols in by_mode.items():
-        attr, width = CHANNELS.get(mode, ("rotation_euler", 3))
+        attr, width = armature.rotation_channel(mode)
         previous = channels_before[attr][[bones[j] for j in cols]].astype(np.float64)
         values = _values(mode, basis[:, cols], previous)  # (F, n, width)
         for c, j in enumerate(cols):

@@ -251,21 +251,18 @@ class Store:
             & (_bits(rows[:, WRITTEN_SY]) == _bits(sy))
         )
         if not ours.all():
-            new = idx[~ours]
-            self.rows[new, MODE] = np.asarray(modes, dtype=np.float32)[~ours]
-            self.rows[new, FK] = self.rows[new, WRITTEN] = rot[~ours]
-            self.rows[new, FK_SY] = self.rows[new, WRITTEN_SY] = sy[~ours]
-            self.changed = True
+            self._take(idx[~ours], np.asarray(modes, dtype=np.float32)[~ours], rot[~ours], sy[~ours])
         return self.rows[idx, FK].copy(), self.rows[idx, FK_SY].copy()
 
     def set_fk(self, name: str, mode: int, rot: F32, sy: float | np.float32) -> None:
         """The FK value of `name` is `rot`, `sy`, which its channels hold now (written = FK)."""
-        i = int(self._rows_of([name])[0])
-        row = self.rows[i]
-        row[MODE] = mode
-        row[FK] = rot
-        row[WRITTEN] = rot
-        row[FK_SY] = row[WRITTEN_SY] = sy
+        self._take(self._rows_of([name]), np.float32(mode), rot, np.float32(sy))
+
+    def _take(self, idx: NDArray[np.int64], modes: F32 | np.float32, rot: F32, sy: F32 | np.float32) -> None:
+        """Rows `idx` hold channel values that are the FK values: FK = written = those values."""
+        self.rows[idx, MODE] = modes
+        self.rows[idx, FK] = self.rows[idx, WRITTEN] = rot
+        self.rows[idx, FK_SY] = self.rows[idx, WRITTEN_SY] = sy
         self.changed = True
 
     def wrote(self, names: Sequence[str], rot: F32, sy: F32) -> None:

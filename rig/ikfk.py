@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 from ..core import convert
 from ..core.model import ChainPlan, Group, Inputs, Plan, RigReport, Skeleton
 from . import anim, armature, fk, live
-from .chains import ChainChoiceError, choose_chains
+from .chains import ChainChoiceError, choose_chains, target_bone_of
 from .props import ReachChain, rig_settings
 from .solve import prepare, read_inputs, solve_inputs, stretch_release
 
@@ -61,7 +61,7 @@ class Outcome:
 
 def rotation_path(mode: str) -> str:
     """The rotation channel a rotation mode uses ('QUATERNION', 'AXIS_ANGLE' or an Euler order)."""
-    return {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}.get(mode, "rotation_euler")
+    return armature.rotation_channel(mode)[0]
 
 
 def bone_path(bone: str, attr: str) -> str:
@@ -130,13 +130,9 @@ class Control:
 
 def chain_controls(obj: bpy.types.Object, index: int) -> tuple[Control, Control | None]:
     ch = rig_settings(obj).chains[index]
-    target = Control(ch.target, _bone_of(ch.target, ch.target_bone), "target", ch.name)
-    pole = Control(ch.pole, _bone_of(ch.pole, ch.pole_bone), "pole", ch.name) if ch.pole is not None else None
+    target = Control(ch.target, target_bone_of(ch.target, ch.target_bone), "target", ch.name)
+    pole = Control(ch.pole, target_bone_of(ch.pole, ch.pole_bone), "pole", ch.name) if ch.pole is not None else None
     return target, pole
-
-
-def _bone_of(ob: bpy.types.Object, bone: str) -> str:
-    return bone if bone and ob.type == "ARMATURE" else ""
 
 
 # ---------------------------------------------------------------------------------------------------------
