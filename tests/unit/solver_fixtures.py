@@ -7,7 +7,11 @@ forward kinematics from the returned frames and offsets) instead of trusting the
 
 from __future__ import annotations
 
+import importlib
+import sys
+import types
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,6 +22,19 @@ from solvers.rotations import axis_angle_matrix
 from solvers.types import ChainProblem, SolveResult, TreeProblem
 
 F64 = npt.NDArray[np.float64]
+
+
+def addon_module(name: str) -> types.ModuleType:
+    """`reach_ik.<name>` (e.g. 'core.solve'), imported as the add-on package's own module.
+
+    core/ imports `..solvers` as the add-on package does. The checkout's own __init__.py imports bpy, so the
+    package is stood up without running it: a bare module whose path is the checkout.
+    """
+    if "reach_ik" not in sys.modules:
+        package = types.ModuleType("reach_ik")
+        package.__path__ = [str(Path(__file__).resolve().parents[2])]
+        sys.modules["reach_ik"] = package
+    return importlib.import_module(f"reach_ik.{name}")
 
 
 def random_rotations(rng: np.random.Generator, shape: tuple[int, ...], max_angle: float = np.pi) -> F64:

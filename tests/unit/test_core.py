@@ -6,22 +6,13 @@ parent pose @ rest relative to the parent @ basis), not by the solver's own numb
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
-import types
-from pathlib import Path
 
 import numpy as np
+from solver_fixtures import addon_module
 
-# core/ imports `..solvers` as the add-on package does. The checkout's own __init__.py imports bpy, so the
-# package is stood up here without running it: a bare module whose path is the checkout.
-if "reach_ik" not in sys.modules:
-    _package = types.ModuleType("reach_ik")
-    _package.__path__ = [str(Path(__file__).resolve().parents[2])]
-    sys.modules["reach_ik"] = _package
-core = importlib.import_module("reach_ik.core.solve")
-_model = importlib.import_module("reach_ik.core.model")
+core = addon_module("core.solve")
+_model = addon_module("core.model")
 BoneLimits, ChainPlan, Group, Inputs = _model.BoneLimits, _model.ChainPlan, _model.Group, _model.Inputs
 Plan, RigReport, Settings, Skeleton, Snapshot = (
     _model.Plan,

@@ -8,20 +8,12 @@ the head always follows the whole parent matrix. It does not call the core's own
 
 from __future__ import annotations
 
-import importlib
-import sys
-import types
-from pathlib import Path
-
 import numpy as np
 import pytest
+from solver_fixtures import addon_module
 
-if "reach_ik" not in sys.modules:
-    _package = types.ModuleType("reach_ik")
-    _package.__path__ = [str(Path(__file__).resolve().parents[2])]
-    sys.modules["reach_ik"] = _package
-core = importlib.import_module("reach_ik.core.solve")
-model = importlib.import_module("reach_ik.core.model")
+core = addon_module("core.solve")
+model = addon_module("core.model")
 
 # Bones along +Z, Blender's bone convention: Y along the bone, X = world X, Z = world -Y.
 _ROT = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
