@@ -278,7 +278,7 @@ def _limits_for(limits: BoneLimits, bone_rows: list[list[int]]) -> JointLimits |
     return JointLimits(cone=cone, use_cone=use_cone, twist=twist, use_twist=use_twist)
 
 
-def _cached_limits(snap: Snapshot, rows: list[list[int]]) -> JointLimits | None:
+def cached_limits(snap: Snapshot, rows: list[list[int]]) -> JointLimits | None:
     """Limits for these bone rows, read once per plan (a limit change bumps the settings version)."""
     key = tuple(tuple(r) for r in rows)
     if key not in snap.plan.limits:
@@ -540,7 +540,7 @@ def _chain_arrays(work: _Work, rows: list[list[int]], ends: list[int] | None = N
     return positions, frames, offsets, ref_local, base
 
 
-def _message(
+def chain_message(
     residual: float,
     status: str,
     reached: bool,
@@ -607,7 +607,7 @@ def _outcome(residuals: F64, iterations: F64, statuses: Sequence[str], tolerance
     residual = float(residuals[worst])
     reached = bool((residuals <= tolerance * (1.0 + 1e-6)).all())
     status = statuses[worst]
-    message = _message(residual, status, reached, residuals.shape[0], worst, tip)
+    message = chain_message(residual, status, reached, residuals.shape[0], worst, tip)
     return ChainOutcome(True, message, float(iterations.mean()), residual, reached, status, residuals, iterations)
 
 
@@ -622,7 +622,7 @@ def _outcomes(
 ) -> list[ChainOutcome]:
     """`_outcome` for K chains at once: (F, K) residuals, iterations and status codes -> K outcomes.
 
-    `tips`: the K tip bones' names; `fixed`: one-bone chains with Use Target Rotation (see `_message`);
+    `tips`: the K tip bones' names; `fixed`: one-bone chains with Use Target Rotation (see `chain_message`);
     `stretch`: (F, K) factors the chains' bones were lengthened by (None: not stretched).
     """
     f, k = residuals.shape
@@ -634,7 +634,7 @@ def _outcomes(
         return [
             ChainOutcome(
                 True,
-                _message(r, name, r <= limit, 1, 0, tip, fixed, fs),
+                chain_message(r, name, r <= limit, 1, 0, tip, fixed, fs),
                 it,
                 r,
                 r <= limit,
@@ -657,7 +657,7 @@ def _outcomes(
     return [
         ChainOutcome(
             True,
-            _message(worst_res[j], status[j], reached[j], f, worst_l[j], tips[j], fixed, at_worst[j]),
+            chain_message(worst_res[j], status[j], reached[j], f, worst_l[j], tips[j], fixed, at_worst[j]),
             mean_its[j],
             worst_res[j],
             reached[j],
@@ -763,7 +763,7 @@ def _solve_batch(
         if work.owned and any(c.index in work.owned for c in chains):
             stretched = _stretch(work, chains, positions, frames, offsets, aims, soft, limit)
             positions, offsets, rho, factors, divisors = stretched
-        limits = _tile_limits(_cached_limits(snap, rows), f)
+        limits = _tile_limits(cached_limits(snap, rows), f)
         tolerance = float(settings.tolerance) / float(space.scale.min())
         if f == 1 and rho is None and not soft.any():
             # One live frame: every array was built here from checked inputs (`check_inputs`, the limit and
@@ -956,7 +956,7 @@ def _solve_tree(
     parents = np.array([pos.get(int(sk.parent[b]), -1) if i else -1 for i, b in enumerate(bones)], dtype=np.int64)
     effectors = np.array([pos[c.bones[-1]] for c in group.chains], dtype=np.int64)
     weights = np.array([c.weight for c in group.chains])
-    limits = _cached_limits(snap, [bones])
+    limits = cached_limits(snap, [bones])
     ref_local = sk.rest_rel[bones]
     f_count = work.matrices.shape[0]
     out_frames = np.empty((f_count, len(bones), 3, 3))

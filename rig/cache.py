@@ -23,6 +23,8 @@ fingerprints: dict[int, Any] = {}
 stats: dict[int, int] = {}
 # session_uid -> number of live checks (inputs read and compared), solved or not.
 checks: dict[int, int] = {}
+# session_uid -> number of live solves that took the compiled program (live._lean).
+program_solves: dict[int, int] = {}
 # session_uid -> {chain index: number of live solves of that chain} (dragging one hand solves one chain).
 chain_solves: dict[int, dict[int, int]] = {}
 # session_uid -> {chain index: outcome} shown now (chains not re-solved keep theirs).
@@ -35,6 +37,9 @@ reported: dict[int, str] = {}
 roots: dict[int, Any] = {}
 # session_uid -> (plan key, plan), live solving only.
 plans: dict[int, Any] = {}
+# session_uid -> (fingerprint it was built for, core.live.Program or why there is none): the rig compiled for
+# live updates that move only its targets and poles (live.py).
+programs: dict[int, Any] = {}
 # session_uid -> set of session_uids of the IDs whose change can change this rig's solve.
 depends: dict[int, tuple[object, frozenset[int]]] = {}  # (chain state it was worked out for, uids)
 # session_uid -> ((armature object session_uid, bone name, object), ...): the targets and poles of this rig
@@ -53,9 +58,19 @@ stretched: dict[int, dict[str, float]] = {}
 fk_names: dict[int, Any] = {}
 
 # Derived from an armature's inputs: dropped when it must be checked afresh (`forget`).
-_DERIVED: tuple[dict[int, Any], ...] = (fingerprints, outcomes, rig_checks, roots, plans, depends, hangs, fk_names)
+_DERIVED: tuple[dict[int, Any], ...] = (
+    fingerprints,
+    outcomes,
+    rig_checks,
+    roots,
+    plans,
+    programs,
+    depends,
+    hangs,
+    fk_names,
+)
 # Counters kept across file loads (the demo and the tests count solves over a whole session).
-_COUNTERS: tuple[dict[int, Any], ...] = (stats, checks, chain_solves)
+_COUNTERS: tuple[dict[int, Any], ...] = (stats, checks, chain_solves, program_solves)
 # Everything keyed by an armature object's session_uid.
 _PER_OBJECT: tuple[dict[int, Any], ...] = (versions, reported, stretched, *_DERIVED, *_COUNTERS)
 _TABLES: dict[str, dict[int, Any]] = {
@@ -64,11 +79,13 @@ _TABLES: dict[str, dict[int, Any]] = {
     "stats": stats,
     "checks": checks,
     "chain_solves": chain_solves,
+    "program_solves": program_solves,
     "outcomes": outcomes,
     "rig_checks": rig_checks,
     "reported": reported,
     "roots": roots,
     "plans": plans,
+    "programs": programs,
     "depends": depends,
     "hangs": hangs,
     "skeletons": skeletons,

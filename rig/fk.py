@@ -131,7 +131,7 @@ def _bits(a: F32) -> NDArray[np.uint32]:
     return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
 
 
-def _array(prop: object) -> F32 | None:
+def array_of(prop: object) -> F32 | None:
     """A float32 array property's values as a writable view of its own buffer; None when it is not one."""
     if prop is None:
         return None
@@ -207,7 +207,7 @@ class Store:
                     obj.pop(NAMES_KEY, None)  # damaged: a flagged property keeps its type on assignment
                 obj[NAMES_KEY] = self.names_text
             flat = np.ascontiguousarray(self.rows, dtype=np.float32).ravel()
-            held = _array(obj.get(ROWS_KEY))
+            held = array_of(obj.get(ROWS_KEY))
             if held is not None and held.shape == flat.shape:
                 # In place, through the property's own buffer: assigning a numpy array to an existing property
                 # that is library-overridable raises TypeError, and assigning one of another length to any

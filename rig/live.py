@@ -19,21 +19,27 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import bpy
 import numpy as np
 from bpy.app.handlers import persistent
+from mathutils import Matrix
 from numpy.typing import NDArray
 
-from ..core.model import Group, Plan, Skeleton
+from ..core.live import Program
+from ..core.model import Group, Plan, RigReport, Skeleton
+from ..solvers.scalar import SCALAR_MAX_CHAINS
 from . import armature, cache, fk
 from .chains import system_override
 from .props import rig_settings
-from .solve import ChainState, Entry, LiveReads, chain_state, solve_rig, store_status
+from .solve import ChainState, Entry, LiveReads, chain_state, snapshot, solve_rig, store_status
 
 F64 = NDArray[np.float64]
 _busy = False
+# Whether updates that move only targets and poles take the compiled program (`_lean`). Tests and
+# bench/live.py turn it off to compare with the full path; nothing else does.
+use_program = True
 _suspended: set[int] = set()  # session_uid of armatures being baked: the bake solves them itself
 
 
@@ -75,11 +81,17 @@ def check_count(obj: bpy.types.Object) -> int:
 
 
 @dataclass
+class _Objects:
+    mats: F64  # (1 + M, 4, 4): the armature's world matrix, then every chain's target and pole
+    rows: dict[int, list[int]]  # chain index -> its rows of `mats`
+
+
+@dataclass
 class _Seen:
     """The inputs of an armature's last solve. Bytes compare exactly (NaN too); settings compare as values."""
 
     data: bytes  # world, target and pole matrices, outside parents' evaluated pose
-    channels: bytes  # every bone's rotation, location and scale channels, raw
+    channels: bytes | None  # every bone's rotation, location and scale channels, raw (None: as in `arrays`)
     settings: tuple[object, ...]
     structure: bytes  # bone names, rest data and flags (core.model.Skeleton.key)
     world: bytes = b""  # the armature's world matrix
@@ -90,17 +102,25 @@ class _Seen:
     arrays: armature.Channels | None = None
     solved: tuple[tuple[int, ...], ...] = ()  # chain indices of each group of the plan last solved
     planned: frozenset[int] = frozenset()  # every chain index in `solved`
+    roots: bytes = b""  # the outside parents' evaluated pose, as in `data`
+    objects: _Objects | None = None  # the rows of `mats` of each chain
 
     def after_write(self, channels: armature.Channels) -> None:
         """Our write changed only rotation channels (and the Y scale of stretching chains), in these arrays:
         the values written stand for a re-read."""
-        self.channels = _channel_bytes(channels)
+        self.channels = None
         self.arrays = channels
+
+    def channel_bytes(self) -> bytes:
+        if self.channels is None:
+            assert self.arrays is not None
+            self.channels = _channel_bytes(self.arrays)
+        return self.channels
 
     def same(self, other: _Seen) -> bool:
         return (
             self.data == other.data
-            and self.channels == other.channels
+            and self.channel_bytes() == other.channel_bytes()
             and self.structure == other.structure
             and self.same_settings(other)
         )
@@ -219,9 +239,7 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
     # The armature's own matrix comes from the same one-call read as the targets and poles (bone targets:
     # their armature's matrix times the bone's pose, so a moved control bone changes its row).
     mats = armature.target_matrices(obj, [(obj, ""), *objects], world, sk, pose)
-    data = [mats.tobytes()]
-    if roots and pose is not None:
-        data.append(pose[roots].tobytes())
+    roots_bytes = pose[roots].tobytes() if roots and pose is not None else b""
     channels = armature.read_channels(obj, armature.ALL_CHANNELS)
     # Pole angles and influences are per-frame numbers (keyable): a change solves the rig, without a new plan.
     angles = tuple((ch.pole_angle, ch.influence) for ch in s.chains)
@@ -229,7 +247,17 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
     editable = not system_override(obj)
     version = settings_version(obj)
     settings = (s.tolerance, s.max_iterations, s.roll_mode, s.start_from, version, state, angles, editable)
-    seen = _Seen(b"".join(data), _channel_bytes(channels), settings, sk.key, mats[0].tobytes(), mats, pose, channels)
+    seen = _Seen(
+        mats.tobytes() + roots_bytes,
+        _channel_bytes(channels),
+        settings,
+        sk.key,
+        mats[0].tobytes(),
+        mats,
+        pose,
+        channels,
+    )
+    seen.roots = roots_bytes
     # What can change this rig's solve: itself (pose, transform, settings), its armature data, and the
     # objects it reaches for. Blender lists an object as updated when anything it depends on moved (a
     # parent, a constraint target, a driver), so these IDs are enough to skip unrelated updates.
@@ -251,13 +279,8 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
         world_key=seen.world,
         influences=tuple(w for _angle, w in angles),
     )
-    return seen, reads, _Objects(mats, rows)
-
-
-@dataclass
-class _Objects:
-    mats: F64  # (1 + M, 4, 4): the armature's world matrix, then every chain's target and pole
-    rows: dict[int, list[int]]  # chain index -> its rows of `mats`
+    seen.objects = _Objects(mats, rows)
+    return seen, reads, seen.objects
 
 
 def _select(
@@ -352,6 +375,215 @@ def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
     cache.fingerprints[uid] = seen
 
 
+@dataclass
+class _Lean:
+    """A rig compiled for live updates that move only its targets and poles (`core.live.Program`), with what
+    the rig layer reads and writes for it.
+
+    Compiled once per plan and rotation modes; checked again (cheaply) for each new fingerprint, since
+    what a plan does not hold can rule the lean path out for a while: an Influence below 1, a stretch to
+    undo, a chain the last full solve refused.
+    """
+
+    plan: Plan
+    modes: bytes  # every bone's rotation mode value, as compiled
+    program: Program | str  # or why the plan cannot be compiled
+    data_uid: int = 0
+    chains: dict[int, tuple[bpy.types.Object, bpy.types.Object | None, int, int]] = field(default_factory=dict)
+    by_uid: dict[int, list[int]] = field(default_factory=dict)  # object session_uid -> its chains' indices
+    angles: dict[int, float] = field(default_factory=dict)
+    store_at: dict[int, int] = field(default_factory=dict)  # bone -> its row's offset in the FK store's array
+    store_names: str = ""
+    store_size: int = -1
+    seen: dict[int, tuple[float, ...]] = field(default_factory=dict)  # row -> its matrix in `checked`, flat
+    checked: _Seen | None = None  # the fingerprint the last check was for
+    ok: bool = False  # that check's verdict
+
+
+def _compile(obj: bpy.types.Object, plan: Plan, modes: NDArray[np.int32]) -> _Lean:
+    """`plan` compiled for lean updates (`program` says why not when it cannot be)."""
+    lean = _Lean(plan, modes.tobytes(), "")
+    sk = armature.skeleton(obj)
+    program = Program.build(snapshot(obj, sk, plan, modes=modes), [armature.MODE_NAMES[v] for v in modes.tolist()])
+    lean.program = program
+    if isinstance(program, str):
+        return lean
+    lean.data_uid = obj.data.session_uid
+    settings = rig_settings(obj).chains
+    for link in program.links:
+        c = link.chain
+        ch = settings[c.index]
+        target, pole = ch.target, ch.pole if c.pole is not None else None
+        lean.chains[c.index] = (target, pole, -1, -1)
+        for ob in (target, pole):
+            if ob is not None:
+                lean.by_uid.setdefault(ob.session_uid, []).append(c.index)
+    return lean
+
+
+def _check(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean) -> bool:
+    """Whether the rig, as its last full check saw it (`last`), can take lean updates."""
+    program = lean.program
+    check = cache.rig_checks.get(uid)
+    if isinstance(program, str) or last.objects is None or last.arrays is None or check is None or check[1]:
+        return False
+    shown = cache.outcomes.get(uid, {})
+    angles = last.settings[6]
+    assert isinstance(angles, tuple)
+    for link in program.links:
+        i = link.chain.index
+        out = shown.get(i)
+        if out is None or not out.valid or angles[i][1] != 1.0:
+            return False  # refused by the full solve, or blending with FK
+    if cache.stretched.get(uid) or cache.hangs.get(uid):
+        return False  # a stretch of ours to undo, or targets that hang from bones
+    text = obj.get(fk.NAMES_KEY)
+    held = fk.array_of(obj.get(fk.ROWS_KEY))
+    if not isinstance(text, str) or held is None:
+        return False
+    if text != lean.store_names or held.shape[0] != lean.store_size:
+        store = fk.Store.read(obj)
+        names = program.snap.sk.names
+        modes = np.frombuffer(lean.modes, dtype=np.int32)
+        at = {}
+        for link in program.links:
+            for b in link.bones:
+                row = store.index.get(names[b])
+                if row is None or int(store.rows[row, fk.MODE]) != int(modes[b]):
+                    return False  # a bone Reach IK has not written yet: its FK value is not stored
+                at[b] = row * fk.WIDTH
+        lean.store_at, lean.store_names, lean.store_size = at, text, held.shape[0]
+    lean.seen = {}
+    for index, (target, pole, _t, _p) in lean.chains.items():
+        rows = last.objects.rows[index]
+        lean.chains[index] = (target, pole, rows[0], rows[1] if pole is not None else -1)
+        for row in rows:
+            lean.seen[row] = tuple(last.objects.mats[row].ravel().tolist())
+    lean.angles = {i: float(angles[i][0]) for i in lean.chains}
+    return True
+
+
+def _flat(m: Matrix) -> tuple[float, ...]:
+    """A 4x4 matrix's values, row after row (as `_Seen.mats` holds them)."""
+    r0, r1, r2, r3 = m.row
+    return (*r0, *r1, *r2, *r3)
+
+
+def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
+    """Solve an update that moved only targets and poles of `obj` on its compiled program; False when the
+    update needs the full path (`_solve_live`): the rig is not compiled, or the armature itself changed."""
+    last = cache.fingerprints.get(uid)
+    planned = cache.plans.get(uid)
+    if last is None or planned is None:
+        return False
+    lean: _Lean | None = cache.programs.get(uid)
+    if uid in updated or (lean.data_uid if lean is not None else obj.data.session_uid) in updated:
+        # Posed, transformed, keyed, its settings or bones changed: the full path compares everything, and
+        # the next lean update checks the rig again (rotation modes, say).
+        if lean is not None:
+            lean.checked = None
+        return False
+    if lean is None or lean.checked is not last:
+        modes = armature.rotation_mode_values(obj)
+        if lean is None or lean.plan is not planned[1] or lean.modes != modes.tobytes():
+            lean = cache.programs[uid] = _compile(obj, planned[1], modes)
+        if isinstance(lean.program, Program):
+            lean.program.forget()  # bone scales, locations or the rest pose may have changed since
+        lean.ok = _check(obj, uid, last, lean)
+        lean.checked = last
+    if not lean.ok or isinstance(lean.program, str):
+        return False
+    program = lean.program
+    touched = {i for u in updated for i in lean.by_uid.get(u, ())}
+    if not touched:
+        cache.checks[uid] = cache.checks.get(uid, 0) + 1
+        return True
+    if len(touched) > SCALAR_MAX_CHAINS:
+        return False  # many chains at once: the full path's numpy batches are faster (bench/scalar.py)
+    assert last.arrays is not None and last.mats is not None
+    read: dict[int, Matrix] = {}  # row of the fingerprint's matrices -> the matrix read now
+
+    def matrix(ob: bpy.types.Object, row: int) -> Matrix:
+        m = read.get(row)
+        if m is None:
+            m = read[row] = ob.matrix_world.copy()
+        return m
+
+    changed = []
+    moved: dict[int, tuple[float, ...]] = {}  # row -> the matrix read now, flat, where it changed
+    for i in sorted(touched):
+        target, pole, t_row, p_row = lean.chains[i]
+        for ob, row in ((target, t_row), (pole, p_row)):
+            if ob is None:
+                continue
+            m = matrix(ob, row)
+            flat = _flat(m)
+            if flat != lean.seen.get(row):
+                if not sum(map(abs, flat)) < 1e30:
+                    return False  # NaN or infinite: the full path refuses it with a message
+                moved[row] = flat
+                changed.append(i)
+    cache.checks[uid] = cache.checks.get(uid, 0) + 1
+    if not changed:
+        return True
+    order = program.closure(changed)
+    if len(order) > SCALAR_MAX_CHAINS:
+        return False  # many chains at once: the full path's numpy batches are faster (bench/scalar.py)
+    text = obj.get(fk.NAMES_KEY)
+    held = fk.array_of(obj.get(fk.ROWS_KEY))
+    if text != lean.store_names or held is None or held.shape[0] != lean.store_size:
+        lean.checked = None
+        return False
+    targets: dict[int, Matrix] = {}
+    poles: dict[int, Matrix] = {}
+    for j in order:
+        index = program.links[j].chain.index
+        target, pole, t_row, p_row = lean.chains[index]
+        targets[index] = matrix(target, t_row)
+        if pole is not None:
+            poles[index] = matrix(pole, p_row)
+    pose_bones = obj.pose.bones
+    result = program.solve(
+        order,
+        lambda b: pose_bones[b].matrix.copy(),
+        obj.matrix_world.copy(),
+        targets,
+        poles,
+        lean.angles,
+        last.arrays,
+    )
+    if result.changed:
+        for attr in sorted(result.changed):
+            pose_bones.foreach_set(attr, last.arrays[attr].ravel())
+        obj.update_tag(refresh={"DATA"})
+        # The channels hold what Reach IK wrote; their FK values stand (nothing else changed them).
+        for b in result.written:
+            value = last.arrays["rotation_quaternion" if program.modes[b] == "QUATERNION" else "rotation_euler"][b]
+            at = lean.store_at[b] + fk.WRITTEN.start
+            held[at : at + value.shape[0]] = value
+    for row, flat in moved.items():
+        lean.seen[row] = flat
+        last.mats[row].ravel()[:] = flat
+    last.data = last.mats.tobytes() + last.roots
+    last.channels = None
+    cache.stats[uid] = cache.stats.get(uid, 0) + 1
+    cache.program_solves[uid] = cache.program_solves.get(uid, 0) + 1
+    counts = cache.chain_solves.setdefault(uid, {})
+    for i in result.outcomes:
+        counts[i] = counts.get(i, 0) + 1
+    before = cache.outcomes.get(uid, {})
+    shown = dict(before)
+    shown.update(result.outcomes)
+    cache.outcomes[uid] = shown
+    store_status(obj, RigReport(outcomes=shown), before)
+    return True
+
+
+def program_solve_count(obj: bpy.types.Object) -> int:
+    """How many of `obj`'s live solves took the compiled program (`_lean`) in this session."""
+    return cache.program_solves.get(obj.session_uid, 0)
+
+
 def chain_solve_count(obj: bpy.types.Object, chain: int) -> int:
     """How many times live solving has solved chain number `chain` of `obj` in this session."""
     return cache.chain_solves.get(obj.session_uid, {}).get(chain, 0)
@@ -412,11 +644,15 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
         for obj, uid in zip(rigs, uids, strict=True):
             # A rig whose targets hang from a rig that moved in this update is checked whatever `updated` says.
             follows = bool(moved) and any(a in moved for a, _b, _o in cache.hangs.get(uid, ()))
-            if not follows and updated is not None and uid not in cache.dirty:
+            dirty = uid in cache.dirty
+            if not follows and updated is not None and not dirty:
                 deps = cache.depends.get(uid)
                 if deps is not None and deps[1].isdisjoint(updated):
                     continue  # nothing this rig reads was re-evaluated: the cheap, common case
             cache.dirty.discard(uid)
+            if updated is None or dirty:
+                # A frame change (or a setting) may change anything, rotation modes too: compile it again.
+                cache.programs.pop(uid, None)
             if uid in _suspended or obj.mode == "EDIT":
                 # In Edit Mode Blender shows the edit bones, not the pose, and bones may be half-renamed:
                 # the structure key catches every edit when the armature leaves Edit Mode.
@@ -426,6 +662,9 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
                 fk.release(obj)  # chains disabled or removed give their bones' FK pose back, Live or not
                 continue
             try:
+                lean = use_program and updated is not None and not dirty and not follows and uid not in leaders
+                if lean and _lean(obj, uid, updated):  # type: ignore[arg-type]  # `lean` says updated is a set
+                    continue
                 _solve_live(obj, moved, uid in leaders)
             except Exception:
                 # One rig's failure never stops the others; print each distinct failure once.

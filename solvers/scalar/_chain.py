@@ -253,6 +253,52 @@ class Chain:
         if pole is not None or roll_mode == "NATURAL":
             self.hint = bend_hint(self, None if pole is None else [pole[i] - root[i] for i in range(3)])
 
+    @classmethod
+    def assemble(
+        cls,
+        rows: RestRows,
+        shape: Chain,
+        root: tuple[float, float, float],
+        target: tuple[float, float, float],
+        keep: Frames,
+        keep_directions: list[Vector],
+        pole: list[float] | None,
+        base: Quaternion,
+    ) -> Chain:
+        """A chain like ``Chain(...)``, from parts already in ``mathutils`` form (the live program's path).
+
+        ``shape`` is a chain of the same bones built before (its offsets, lengths, directions, reference
+        frames, limits and roll mode are taken as they are: they hold while the bones' local geometry
+        does); ``keep`` and ``keep_directions`` are the bones' current frames and segment directions, and
+        ``base`` the root's parent frame. The result is the chain ``Chain(...)`` builds from the same numbers
+        (up to float32 rounding of the frames' conversions).
+        """
+        c = cls.__new__(cls)
+        c.n = shape.n
+        c.rows = rows
+        c.k = 0
+        c.root = _ZERO.copy()
+        c.target64 = (target[0] - root[0], target[1] - root[1], target[2] - root[2])
+        c.target = Vector(c.target64)
+        c.distance = math.dist(target, root)
+        c.offsets = shape.offsets
+        c.offsets64 = shape.offsets64
+        c.lengths = shape.lengths
+        c.total = shape.total
+        c.max_length = shape.max_length
+        c.directions = shape.directions
+        c.keep = keep
+        c.keep_directions = keep_directions
+        c.ref_local = shape.ref_local
+        c.base = base if shape.ref_local else _IDENTITY
+        c.limits = shape.limits
+        c.roll_mode = shape.roll_mode
+        c.loop_tolerance = 0.0
+        c.hint = None
+        if pole is not None or c.roll_mode == "NATURAL":
+            c.hint = bend_hint(c, None if pole is None else [pole[i] - root[i] for i in range(3)])
+        return c
+
     def chord(self) -> Vector:
         """Unit root-to-target direction (the root bone's current direction when the target is on it)."""
         return normalize(self.target - self.root, self.keep_directions[0])

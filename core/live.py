@@ -1,0 +1,406 @@
+"""The live program: a rig's planned chains compiled once, then solved per update on ``mathutils`` alone.
+
+A live update that moves one or two targets solves a handful of small chains. `core.solve` builds numpy
+arrays for the whole rig on every call (a working pose, a space, batches, outcomes), and on a character
+that scaffolding costs ten times the solve itself. A `Program` keeps everything that holds between
+updates (bones, rest frames, limits as cone tables, rotation modes, which chains hang below which) and an
+update does only this: the pose of the few bones it needs, as Blender evaluated it (the caller reads them
+on demand), carried along below chains solved earlier in the same update; one scalar kernel call per chain
+(`solvers.scalar`, the kernels `core.solve` uses for live updates too, so both paths give the same pose up
+to float32 rounding, tested); basis rotations written into the channel arrays in each bone's own rotation
+mode, with the same continuity and "moved by more than rounding" rules as `rig.armature`; and each chain's
+outcome with the same message.
+
+Only plain rigs are compiled (`Program.build` says why not): single chains (no trees), Start From
+'Current', Influence 1, no Soft or Stretch, targets and poles that are objects (not bones), no Use
+Target Rotation, no axis-angle bones. Everything else, and every update the rig layer cannot prove
+touches only targets and poles, goes through `core.solve`.
+
+This module imports ``mathutils`` (Blender's C math module, not bpy): it is the one module of `core/` that
+does, because it holds chains as ``mathutils`` objects between updates. The unit tier cannot import it; the
+bpy tier tests it (tests/blender/test_live_program.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from operator import sub
+
+import numpy as np
+from mathutils import Euler, Matrix, Quaternion, Vector
+from numpy.typing import NDArray
+
+from ..solvers.scalar import _cone
+from ..solvers.scalar._chain import (
+    BoneLimit,
+    Chain,
+    Step,
+    fabrik_step,
+    fabrik_step_limited,
+    make_ccd_step,
+    solve_chains,
+    two_bone,
+)
+from ..solvers.types import CONVERGED, STALLED, STATUS_NAMES, UNREACHABLE, ZERO_LENGTH
+from .model import ChainOutcome, ChainPlan, Snapshot
+from .solve import cached_limits, chain_message
+
+Channels = dict[str, NDArray[np.float32]]
+_IDENTITY_ROWS = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+_ULPS8 = 8.0 * 2.0**-23  # as rig.armature._few_to_channels
+
+
+class _Rows:
+    """One chain's float64 rest rows as the scalar kernel reads them (`solvers.scalar._chain.RestRows`);
+    the base and the root's frame are converted only when a kernel asks (the natural bend)."""
+
+    __slots__ = ("base", "frame0", "ref")
+
+    def __init__(self, ref: list[list[list[float]]], base: Quaternion, frame0: Quaternion) -> None:
+        self.ref, self.base, self.frame0 = ref, base, frame0
+
+    def rest(self, k: int) -> tuple[list[list[list[float]]], list[list[float]]]:
+        return self.ref, _rows(self.base.to_matrix())
+
+    def keep(self, k: int) -> list[list[float]]:
+        return _rows(self.frame0.to_matrix())
+
+
+def _rows(m: Matrix) -> list[list[float]]:
+    """A 3x3 matrix as nested lists of rows."""
+    return [[m[i][j] for j in range(3)] for i in range(3)]
+
+
+def _xyz(v: Vector) -> tuple[float, float, float]:
+    return (v.x, v.y, v.z)
+
+
+@dataclass
+class Link:
+    """One compiled chain."""
+
+    chain: ChainPlan
+    bones: list[int]
+    parent: int  # the root bone's parent, -1 for none
+    level: int
+    ref_rows: list[list[list[float]]]  # rest_rel of each bone, as rows
+    ref_inv: list[Quaternion]  # the same as inverted quaternions
+    limits: list[BoneLimit | None] | None
+    step: Step | None  # None: two-bone, solved analytically
+    tip_length: float
+    channel: list[tuple[str, str]]  # each bone's (channel attribute, rotation mode)
+    below: list[int] = field(default_factory=list)  # links hanging below this one's bones, by level
+
+
+@dataclass
+class Outcomes:
+    """What one `Program.solve` did."""
+
+    changed: set[str]  # channel attributes written
+    written: list[int]  # bones whose channel rows changed
+    outcomes: dict[int, ChainOutcome]  # chain index -> outcome
+
+
+class Program:
+    """A rig compiled for live updates (see the module docstring)."""
+
+    def __init__(self, snap: Snapshot, links: list[Link], modes: list[str]) -> None:
+        self.snap = snap
+        self.links = links
+        self.modes = modes
+        self.by_chain = {link.chain.index: i for i, link in enumerate(links)}
+        self.parent: list[int] = snap.sk.parent.tolist()
+        # Link -> a chain of its bones holding their local geometry, built on first use: it holds while the
+        # bones' rest data, scale and location do, which the rig layer guarantees until it calls `forget`.
+        self.shapes: dict[int, Chain] = {}
+
+    def forget(self) -> None:
+        """The bones' local geometry may have changed (a channel other than rotation, or the rest pose)."""
+        self.shapes.clear()
+
+    @classmethod
+    def build(cls, snap: Snapshot, modes: list[str]) -> Program | str:
+        """`snap` compiled, or why it cannot be (`modes`: every bone's rotation mode name)."""
+        settings = snap.settings
+        if settings.start_from != "CURRENT":
+            return "Start From 'Rest'"
+        if not (math.isfinite(settings.tolerance) and settings.tolerance > 0.0):
+            return "the Tolerance is not a distance"
+        sk = snap.sk
+        links: list[Link] = []
+        for g in snap.plan.groups:
+            if g.is_tree:
+                return "a tree"
+            c = g.chains[0]
+            if c.use_target_rotation or c.target_bone or c.pole_bone or c.soft > 0.0 or c.stretch > 1.0:
+                return f"chain '{c.name}' uses a feature only the full solve has"
+            channel = []
+            for b in c.bones:
+                mode = modes[b]
+                if mode == "AXIS_ANGLE":
+                    return "an axis-angle bone"
+                channel.append(("rotation_quaternion" if mode == "QUATERNION" else "rotation_euler", mode))
+            try:
+                joint = cached_limits(snap, [c.bones])
+            except ValueError:
+                return f"chain '{c.name}' has limits the solver refuses"
+            limits: list[BoneLimit | None] | None = None
+            if joint is not None:
+                limits = []
+                for i in range(len(c.bones)):
+                    table = _cone.cone_table(tuple(joint.cone[0, i].tolist())) if joint.use_cone[0, i] else None
+                    twist = (
+                        (float(joint.twist[0, i, 0]), float(joint.twist[0, i, 1])) if joint.use_twist[0, i] else None
+                    )
+                    limits.append(None if table is None and twist is None else (table, twist))
+                if all(lim is None for lim in limits):
+                    limits = None
+            step: Step | None = None
+            if c.solver == "FABRIK":
+                step = fabrik_step_limited if limits is not None else fabrik_step
+            elif c.solver == "CCD":
+                step = make_ccd_step(None, limits is not None)
+            elif len(c.bones) != 2:
+                return f"chain '{c.name}' is not two bones"
+            ref = sk.rest_rel[c.bones]
+            links.append(
+                Link(
+                    chain=c,
+                    bones=list(c.bones),
+                    parent=int(sk.parent[c.bones[0]]),
+                    level=g.level,
+                    ref_rows=ref.tolist(),
+                    ref_inv=[Matrix(r.tolist()).to_quaternion().inverted() for r in ref],
+                    limits=limits,
+                    step=step,
+                    tip_length=float(snap.lengths[c.bones[-1]]),
+                    channel=channel,
+                )
+            )
+        prog = cls(snap, links, modes)
+        owner = {b: i for i, link in enumerate(links) for b in link.bones}
+        for i, link in enumerate(links):
+            # Links whose root hangs below this link's bones, transitively, parents first.
+            found = []
+            for j, other in enumerate(links):
+                if j != i and any(a in owner and owner[a] == i for a in sk.ancestors(other.bones[0])):
+                    found.append(j)
+            link.below = found
+        for link in links:
+            closure = set(link.below)
+            stack = list(link.below)
+            while stack:
+                for j in links[stack.pop()].below:
+                    if j not in closure:
+                        closure.add(j)
+                        stack.append(j)
+            link.below = sorted(closure, key=lambda j: links[j].level)
+        return prog
+
+    def closure(self, chains: Iterable[int]) -> list[int]:
+        """The links of `chains` (chain indices) and every link below them, parents first."""
+        out: set[int] = set()
+        for index in chains:
+            i = self.by_chain.get(index)
+            if i is not None and i not in out:
+                out.add(i)
+                out.update(self.links[i].below)
+        return sorted(out, key=lambda j: self.links[j].level)
+
+    def solve(
+        self,
+        order: list[int],
+        read_pose: Callable[[int], Matrix],
+        world: Matrix,
+        targets: dict[int, Matrix],
+        poles: dict[int, Matrix],
+        angles: dict[int, float],
+        channels: Channels,
+    ) -> Outcomes:
+        """Solve links `order` (parents first, `closure`) and put their rotations into `channels`.
+
+        `read_pose(b)`: bone b's armature-space pose matrix as Blender evaluated it; `world`: the armature's
+        world matrix; `targets`, `poles`: world matrices by chain index; `angles`: pole angles (radians).
+        """
+        sk = self.snap.sk
+        settings = self.snap.settings
+        scale = abs(world.determinant()) ** (1.0 / 3.0)
+        inv = world.inverted_safe()
+        tolerance = settings.tolerance / scale
+        parent = self.parent
+        old: dict[int, Matrix] = {}
+        new: dict[int, Matrix] = {}
+        moves: dict[int, Matrix] = {}  # solved bone -> new @ old^-1, to carry what hangs below it
+
+        def pose(b: int) -> Matrix:
+            m = new.get(b)
+            if m is not None:
+                return m
+            m = old.get(b)
+            if m is None:
+                m = old[b] = read_pose(b)
+            if new:
+                a = parent[b]
+                while a >= 0 and a not in new:
+                    a = parent[a]
+                if a >= 0:
+                    d = moves.get(a)
+                    if d is None:
+                        d = moves[a] = new[a] @ old[a].inverted_safe()
+                    return d @ m
+            return m
+
+        out = Outcomes(set(), [], {})
+        for i in order:
+            link = self.links[i]
+            c = link.chain
+            mats = [pose(b) for b in link.bones]
+            keep = [m.to_quaternion() for m in mats]
+            root = _xyz(mats[0].translation)
+            base = pose(link.parent).to_quaternion() if link.parent >= 0 else Quaternion()
+            shape = self.shapes.get(i)
+            if shape is None:
+                shape = self.shapes[i] = self._shape(link, mats, base)
+            goal = _xyz(inv @ targets[c.index].translation)
+            pole_at: list[float] | None = None
+            if c.index in poles:
+                p = inv @ poles[c.index].translation
+                angle = angles.get(c.index, 0.0)
+                if angle:
+                    p = _turn(p, Vector(root), Vector(goal), angle)
+                pole_at = list(_xyz(p))
+            keep_dirs = [q @ d for q, d in zip(keep, shape.directions, strict=True)]
+            chain = Chain.assemble(
+                _Rows(link.ref_rows, base, keep[0]), shape, root, goal, keep, keep_dirs, pole_at, base
+            )
+            limited = link.limits is not None
+            solved: list[Quaternion] | None
+            if link.step is None:
+                if chain.distance <= ZERO_LENGTH * max(chain.total, 1.0):
+                    solved, iterations, code = None, 0, UNREACHABLE
+                else:
+                    solved, iterations, code = two_bone(chain, list(_xyz(keep[0] @ shape.offsets[0]))), 0, CONVERGED
+            else:
+                head = Vector()
+                relative = [[0.0, 0.0, 0.0]]
+                for q, offset in zip(keep, shape.offsets, strict=True):
+                    head = head + q @ offset
+                    relative.append([head.x, head.y, head.z])
+                solved, iterations, code = solve_chains(
+                    [chain],
+                    [relative],
+                    link.step,
+                    track=limited,
+                    polished=True,
+                    limited=limited,
+                    tolerance=tolerance,
+                    max_iterations=int(settings.max_iterations),
+                    uniform=False,
+                )[0]
+            if solved is None:
+                tip = list(_xyz(mats[-1].translation + mats[-1].col[1].xyz * link.tip_length))
+            else:
+                tip = self._place(link, shape, solved, root, mats, base, channels, new, out)
+            residual = math.dist(tip, goal)
+            # As `solvers.scalar._result`: within tolerance is converged; the analytic solve's miss is out of
+            # reach; an iterative solve that stopped short is stalled unless it said why.
+            if residual <= tolerance and solved is not None:
+                code = CONVERGED
+            elif link.step is None:
+                code = UNREACHABLE
+            elif code == CONVERGED:
+                code = STALLED
+            world_residual = residual * scale
+            reached = world_residual <= settings.tolerance * (1.0 + 1e-6)
+            name = STATUS_NAMES[code]
+            text = chain_message(world_residual, name, reached, 1, 0, sk.names[c.bones[-1]])
+            if not text:
+                text = self.snap.plan.notes.get(c.index, "")
+            # No per-frame arrays: a live outcome has one frame, and only the bake reads them.
+            out.outcomes[c.index] = ChainOutcome(True, text, float(iterations), world_residual, reached, name)
+        return out
+
+    def _shape(self, link: Link, mats: list[Matrix], base: Quaternion) -> Chain:
+        """The chain's local geometry (offsets, lengths, reference frames, limits) from its bones' pose."""
+        heads = [m.translation for m in mats]
+        points = [*heads, heads[-1] + mats[-1].col[1].xyz * link.tip_length]
+        rots = [m.to_3x3().normalized() for m in mats]
+        offsets = [list(_xyz(r.transposed() @ (points[k + 1] - points[k]))) for k, r in enumerate(rots)]
+        keep_dirs = [list(_xyz((points[k + 1] - points[k]).normalized())) for k in range(len(rots))]
+        root = _xyz(points[0])
+        frames = [_rows(r) for r in rots]
+        settings = self.snap.settings
+        return Chain(
+            _Rows(link.ref_rows, base, rots[0].to_quaternion()),
+            0,
+            list(root),
+            list(_xyz(points[-1])),
+            frames,
+            keep_dirs,
+            offsets,
+            None,
+            link.limits,
+            settings.roll_mode,
+            link.limits is not None or settings.roll_mode != "KEEP",
+        )
+
+    def _place(
+        self,
+        link: Link,
+        shape: Chain,
+        solved: list[Quaternion],
+        root: tuple[float, float, float],
+        mats: list[Matrix],
+        base_q: Quaternion,
+        channels: Channels,
+        new: dict[int, Matrix],
+        out: Outcomes,
+    ) -> list[float]:
+        """Write a solved link's rotations into `channels`, note its bones' new poses; return its tip."""
+        hx, hy, hz = root
+        offsets = shape.offsets64
+        carry = bool(link.below)
+        parent_q = base_q
+        for k, (b, q) in enumerate(zip(link.bones, solved, strict=True)):
+            # Blender poses a bone as parent @ rest_rel @ basis (`core.solve.local_rotations`).
+            basis = link.ref_inv[k] @ (parent_q.conjugated() @ q)
+            basis.normalize()
+            attr, mode = link.channel[k]
+            row = channels[attr][b]
+            prev = row.tolist()
+            if attr == "rotation_quaternion":
+                if basis.w * prev[0] + basis.x * prev[1] + basis.y * prev[2] + basis.z * prev[3] < 0.0:
+                    basis.negate()
+                values = [basis.w, basis.x, basis.y, basis.z]
+            else:
+                e = basis.to_matrix().to_euler(mode, Euler(prev, mode))
+                values = [e.x, e.y, e.z]
+            # `rig.armature._moved`: more than 1e-6 plus 8 float32 ulps of the old value, in some component.
+            if max(map(abs, map(sub, values, prev))) > 1e-6 and any(
+                abs(n - o) > 1e-6 + _ULPS8 * abs(o) for n, o in zip(values, prev, strict=True)
+            ):
+                row[:] = values
+                out.changed.add(attr)
+                out.written.append(b)
+            if carry:
+                # The bone's new pose, for chains below: its head, the solved rotation, its scale as it was.
+                new[b] = Matrix.LocRotScale(Vector((hx, hy, hz)), q, mats[k].to_scale())
+            # The next head in float64, as `solvers.scalar._frames_positions`.
+            w, x, y, z = q.w, q.x, q.y, q.z
+            s = 2.0 / (w * w + x * x + y * y + z * z)
+            ox, oy, oz = offsets[k]
+            hx += (1.0 - s * (y * y + z * z)) * ox + s * (x * y - w * z) * oy + s * (x * z + w * y) * oz
+            hy += s * (x * y + w * z) * ox + (1.0 - s * (x * x + z * z)) * oy + s * (y * z - w * x) * oz
+            hz += s * (x * z - w * y) * ox + s * (y * z + w * x) * oy + (1.0 - s * (x * x + y * y)) * oz
+            parent_q = q
+        return [hx, hy, hz]
+
+
+def _turn(pole: Vector, root: Vector, goal: Vector, angle: float) -> Vector:
+    """`pole` turned by `angle` about the root -> goal axis (`core.solve._turn_poles`, one chain)."""
+    axis = goal - root
+    if axis.length <= 1e-12:
+        return pole
+    return root + Quaternion(axis.normalized(), angle) @ (pole - root)

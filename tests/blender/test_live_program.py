@@ -1,0 +1,221 @@
+"""The compiled live program (`core.live`, `rig.live._lean`): updates that move only targets and poles.
+
+Each test runs the same drags with the program on and off (`live.use_program`) and compares what Blender
+evaluates; the program's own counter proves which path ran. Everything is measured from the evaluated pose.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import bpy
+import bpy_session
+import numpy as np
+import pytest
+import rigs
+
+from demo import rigs as demo_rigs
+
+TOL = 1e-3
+_LIMITED = ("spine", "spine.001", "chest", "upper_arm.L", "forearm.L", "upper_arm.R", "forearm.R")
+
+
+def _live():  # type: ignore[no-untyped-def]
+    return bpy_session.submodule("rig.live")
+
+
+@contextmanager
+def _program(on: bool) -> Iterator[None]:
+    live = _live()
+    was = live.use_program
+    live.use_program = on
+    try:
+        yield
+    finally:
+        live.use_program = was
+
+
+def _evaluated_pose(obj: bpy.types.Object) -> np.ndarray:
+    ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    return np.array([np.array(pb.matrix) for pb in ev.pose.bones])
+
+
+def _limit(obj: bpy.types.Object) -> None:
+    for name in _LIMITED:
+        lim = obj.pose.bones[name].reach_ik
+        lim.use_cone = lim.use_twist = True
+        lim.cone_up = lim.cone_down = lim.cone_left = lim.cone_right = math.radians(70.0)
+        lim.twist_min, lim.twist_max = -math.radians(45.0), math.radians(45.0)
+
+
+def _eulers(obj: bpy.types.Object) -> None:
+    for name in ("upper_arm.L", "forearm.L", "thigh.R", "spine.001", "tail.002"):
+        obj.pose.bones[name].rotation_mode = "YZX"
+
+
+def _character(roll: str, setup: Callable[[bpy.types.Object], None] | None) -> bpy.types.Object:
+    rig = demo_rigs.character()
+    demo_rigs.use_reach(rig, roll_mode=roll)
+    if setup is not None:
+        setup(rig.obj)
+    rigs.update()
+    rigs.update()
+    return rig.obj
+
+
+def _drag(obj: bpy.types.Object, step: int) -> None:
+    """Step `step` of a deterministic drag of every target (reachable and not)."""
+    for k, ch in enumerate(obj.reach_ik.chains):
+        loc = ch.target.location
+        loc.x += 0.02 * math.sin(0.7 * step + k)
+        loc.y += 0.015 * math.cos(0.5 * step + 2 * k)
+        loc.z += 0.01 * math.sin(0.3 * step - k)
+
+
+def _run(roll: str, setup: Callable[[bpy.types.Object], None] | None, program: bool) -> tuple[list, list, int]:
+    bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
+    with _program(program):
+        obj = _character(roll, setup)
+        before = _live().program_solve_count(obj)
+        poses, statuses = [], []
+        for step in range(8):
+            _drag(obj, step)
+            rigs.update()
+            poses.append(_evaluated_pose(obj))
+            statuses.append([(ch.is_valid, ch.message.split(":")[0], ch.residual) for ch in obj.reach_ik.chains])
+        return poses, statuses, _live().program_solve_count(obj) - before
+
+
+@pytest.mark.parametrize(
+    ("roll", "setup"),
+    [("KEEP", None), ("REST", None), ("NATURAL", None), ("KEEP", _limit), ("REST", _limit), ("KEEP", _eulers)],
+    ids=["keep", "rest", "natural", "keep-limits", "rest-limits", "euler-bones"],
+)
+def test_drags_take_the_program_and_match_the_full_solve(
+    roll: str, setup: Callable[[bpy.types.Object], None] | None
+) -> None:
+    lean_poses, lean_status, lean_count = _run(roll, setup, True)
+    full_poses, full_status, full_count = _run(roll, setup, False)
+    assert lean_count == 8, f"every drag took the compiled program: {lean_count}"
+    assert full_count == 0
+    for step, (a, b) in enumerate(zip(lean_poses, full_poses, strict=True)):
+        # Same kernels, same inputs up to float32 conversions: iterative chains may stop an iteration apart,
+        # within the Tolerance; the analytic two-bone limbs agree to float32 rounding.
+        worst = float(np.abs(a - b).max())
+        assert worst < 5 * TOL, f"step {step}: the program's pose differs from the full solve's by {worst}"
+    for step, (a, b) in enumerate(zip(lean_status, full_status, strict=True)):
+        for (valid_a, text_a, res_a), (valid_b, text_b, res_b) in zip(a, b, strict=True):
+            assert valid_a and valid_b
+            assert text_a == text_b, f"step {step}: '{text_a}' vs '{text_b}'"
+            assert abs(res_a - res_b) < 5 * TOL
+
+
+def _tip_miss(obj: bpy.types.Object, chain: str) -> float:
+    ch = obj.reach_ik.chains[chain]
+    tip = rigs.world_tail(obj, ch.tip_bone)
+    return float(np.linalg.norm(tip - np.array(ch.target.matrix_world.translation)))
+
+
+def test_the_status_of_a_program_solve_is_measured_honestly() -> None:
+    obj = _character("KEEP", None)
+    live = _live()
+    hand = obj.reach_ik.chains["arm.L"].target
+    count = live.program_solve_count(obj)
+    hand.location.x -= 0.1  # reachable: the arm bends
+    rigs.update()
+    ch = obj.reach_ik.chains["arm.L"]
+    assert live.program_solve_count(obj) == count + 1
+    assert ch.is_valid and not ch.message and _tip_miss(obj, "arm.L") <= TOL
+    hand.location.x += 2.0  # far out of reach
+    rigs.update()
+    assert live.program_solve_count(obj) == count + 2
+    miss = _tip_miss(obj, "arm.L")
+    assert miss > 1.0 and "out of reach" in ch.message, ch.message
+    assert ch.residual == pytest.approx(miss, rel=1e-4), "the status shows the miss Blender's pose has"
+
+
+def test_posing_by_hand_between_drags_takes_the_full_path() -> None:
+    obj = _character("KEEP", None)
+    live = _live()
+    hand = obj.reach_ik.chains["arm.L"].target
+    hand.location.x -= 0.05
+    rigs.update()
+    count = live.program_solve_count(obj)
+    solves = live.solve_count(obj)
+    obj.pose.bones["hips"].rotation_quaternion = (0.99, 0.0, 0.0, 0.14)  # every chain hangs from the hips
+    rigs.update()
+    assert live.program_solve_count(obj) == count, "a posed armature is the full path's"
+    assert live.solve_count(obj) == solves + 1
+    for ch in obj.reach_ik.chains:  # reached, or saying why not (a leg straightened out of reach)
+        miss = _tip_miss(obj, ch.name)
+        assert (miss <= TOL and not ch.message) or (miss > TOL and "out of reach" in ch.message), (ch.name, miss)
+    hand.location.z -= 0.05  # and the next drag takes the program again, on the new pose
+    rigs.update()
+    assert live.program_solve_count(obj) == count + 1
+    assert _tip_miss(obj, "arm.L") <= TOL
+
+
+def test_fk_values_survive_program_drags() -> None:
+    obj = _character("KEEP", None)
+    pbs = obj.pose.bones
+    ch = obj.reach_ik.chains["arm.L"]
+    ch.influence = 0.0  # FK: pose the arm by hand
+    rigs.update()
+    pbs["upper_arm.L"].rotation_quaternion = (0.9, 0.1, 0.3, 0.2)
+    pbs["forearm.L"].rotation_quaternion = (0.8, 0.5, 0.1, 0.0)
+    rigs.update()
+    fk = [np.array(pbs[n].rotation_quaternion, dtype=np.float32).tobytes() for n in ("upper_arm.L", "forearm.L")]
+    ch.influence = 1.0
+    rigs.update()
+    live = _live()
+    count = live.program_solve_count(obj)
+    for _ in range(3):
+        ch.target.location.x -= 0.04
+        rigs.update()
+    assert live.program_solve_count(obj) == count + 3
+    assert _tip_miss(obj, "arm.L") <= TOL
+    ch.influence = 0.0  # back to FK: exactly the values posed by hand
+    rigs.update()
+    now = [np.array(pbs[n].rotation_quaternion, dtype=np.float32).tobytes() for n in ("upper_arm.L", "forearm.L")]
+    assert now == fk
+
+
+def test_a_blended_chain_is_the_full_paths() -> None:
+    obj = _character("KEEP", None)
+    live = _live()
+    ch = obj.reach_ik.chains["arm.L"]
+    ch.influence = 0.5
+    rigs.update()
+    count = live.program_solve_count(obj)
+    ch.target.location.x -= 0.05
+    rigs.update()
+    assert live.program_solve_count(obj) == count
+    assert ch.is_valid and ch.message.startswith("blended"), ch.message
+
+
+def test_many_chains_at_once_take_the_batches() -> None:
+    """Above the scalar threshold (`solvers.scalar.SCALAR_MAX_CHAINS`) the full path's numpy batches run."""
+    bones = []
+    for c in range(30):
+        for name, parent, head, tail, conn in demo_rigs.chain_bones(f"c{c}", 3, 0.1):
+            bones.append(
+                (name, parent, (head[0] + 0.5 * c, head[1], head[2]), (tail[0] + 0.5 * c, tail[1], tail[2]), conn)
+            )
+    obj = rigs.armature("Many", bones)
+    for c in range(30):
+        rigs.add_chain(obj, f"c{c}.002", 3, rigs.empty(f"t{c}", obj.pose.bones[f"c{c}.002"].tail))
+    rigs.update()
+    rigs.update()
+    live = _live()
+    count = live.program_solve_count(obj)
+    for ch in obj.reach_ik.chains:
+        ch.target.location.z -= 0.02  # toward the root: within reach
+    rigs.update()
+    assert live.program_solve_count(obj) == count
+    obj.reach_ik.chains[3].target.location.z -= 0.02  # one chain: the program
+    rigs.update()
+    assert live.program_solve_count(obj) == count + 1
+    assert all(ch.is_valid and not ch.message for ch in obj.reach_ik.chains), [c.message for c in obj.reach_ik.chains]
+    assert max(_tip_miss(obj, ch.name) for ch in obj.reach_ik.chains) <= TOL
