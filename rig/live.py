@@ -395,7 +395,7 @@ class _Lean:
     store_at: dict[int, int] = field(default_factory=dict)  # bone -> its row's offset in the FK store's array
     store_names: str = ""
     store_size: int = -1
-    seen: dict[int, tuple[float, ...]] = field(default_factory=dict)  # row -> its matrix in `checked`, flat
+    seen: dict[int, tuple[float, ...]] = field(default_factory=dict)  # row -> its matrix's translation
     checked: _Seen | None = None  # the fingerprint the last check was for
     ok: bool = False  # that check's verdict
 
@@ -458,15 +458,9 @@ def _check(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean) -> bool:
         rows = last.objects.rows[index]
         lean.chains[index] = (target, pole, rows[0], rows[1] if pole is not None else -1)
         for row in rows:
-            lean.seen[row] = tuple(last.objects.mats[row].ravel().tolist())
+            lean.seen[row] = tuple(last.objects.mats[row][:3, 3].tolist())
     lean.angles = {i: float(angles[i][0]) for i in lean.chains}
     return True
-
-
-def _flat(m: Matrix) -> tuple[float, ...]:
-    """A 4x4 matrix's values, row after row (as `_Seen.mats` holds them)."""
-    r0, r1, r2, r3 = m.row
-    return (*r0, *r1, *r2, *r3)
 
 
 def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
@@ -510,18 +504,21 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
         return m
 
     changed = []
-    moved: dict[int, tuple[float, ...]] = {}  # row -> the matrix read now, flat, where it changed
+    moved: dict[int, tuple[float, ...]] = {}  # row -> the translation read now, where it changed
     for i in sorted(touched):
         target, pole, t_row, p_row = lean.chains[i]
         for ob, row in ((target, t_row), (pole, p_row)):
             if ob is None:
                 continue
-            m = matrix(ob, row)
-            flat = _flat(m)
-            if flat != lean.seen.get(row):
-                if not sum(map(abs, flat)) < 1e30:
+            # Only where it is matters (no chain here takes a target's rotation): a turned Empty is no change
+            # here, and the next full check (which compares whole matrices) solves its chain again, to the
+            # same pose.
+            t = matrix(ob, row).translation
+            at = (t.x, t.y, t.z)
+            if at != lean.seen.get(row):
+                if not abs(at[0]) + abs(at[1]) + abs(at[2]) < 1e30:
                     return False  # NaN or infinite: the full path refuses it with a message
-                moved[row] = flat
+                moved[row] = at
                 changed.append(i)
     cache.checks[uid] = cache.checks.get(uid, 0) + 1
     if not changed:
@@ -561,9 +558,9 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
             value = last.arrays["rotation_quaternion" if program.modes[b] == "QUATERNION" else "rotation_euler"][b]
             at = lean.store_at[b] + fk.WRITTEN.start
             held[at : at + value.shape[0]] = value
-    for row, flat in moved.items():
-        lean.seen[row] = flat
-        last.mats[row].ravel()[:] = flat
+    for row, at in moved.items():
+        lean.seen[row] = at
+        last.mats[row] = read[row]
     last.data = last.mats.tobytes() + last.roots
     last.channels = None
     cache.stats[uid] = cache.stats.get(uid, 0) + 1
