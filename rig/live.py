@@ -556,10 +556,10 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
         # The channels hold what Reach IK wrote; their FK values stand (nothing else changed them).
         for b in result.written:
             value = last.arrays["rotation_quaternion" if program.modes[b] == "QUATERNION" else "rotation_euler"][b]
-            at = lean.store_at[b] + fk.WRITTEN.start
-            held[at : at + value.shape[0]] = value
-    for row, at in moved.items():
-        lean.seen[row] = at
+            offset = lean.store_at[b] + fk.WRITTEN.start
+            held[offset : offset + value.shape[0]] = value
+    for row, where in moved.items():
+        lean.seen[row] = where
         last.mats[row] = read[row]
     last.data = last.mats.tobytes() + last.roots
     last.channels = None
