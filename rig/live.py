@@ -560,7 +560,7 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
             held[offset : offset + value.shape[0]] = value
     for row, where in moved.items():
         lean.seen[row] = where
-        last.mats[row] = read[row]
+        last.mats[row] = np.array(read[row], dtype=np.float64)
     last.data = last.mats.tobytes() + last.roots
     last.channels = None
     cache.stats[uid] = cache.stats.get(uid, 0) + 1
