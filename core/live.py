@@ -32,7 +32,7 @@ import numpy as np
 from mathutils import Euler, Matrix, Quaternion, Vector
 from numpy.typing import NDArray
 
-from ..solvers.scalar import _cone
+from ..solvers.scalar import chain_limits
 from ..solvers.scalar._chain import (
     BoneLimit,
     Chain,
@@ -146,17 +146,7 @@ class Program:
                 joint = cached_limits(snap, [c.bones])
             except ValueError:
                 return f"chain '{c.name}' has limits the solver refuses"
-            limits: list[BoneLimit | None] | None = None
-            if joint is not None:
-                limits = []
-                for i in range(len(c.bones)):
-                    table = _cone.cone_table(tuple(joint.cone[0, i].tolist())) if joint.use_cone[0, i] else None
-                    twist = (
-                        (float(joint.twist[0, i, 0]), float(joint.twist[0, i, 1])) if joint.use_twist[0, i] else None
-                    )
-                    limits.append(None if table is None and twist is None else (table, twist))
-                if all(lim is None for lim in limits):
-                    limits = None
+            limits = chain_limits(joint)[0] if joint is not None else None
             step: Step | None = None
             if c.solver == "FABRIK":
                 step = fabrik_step_limited if limits is not None else fabrik_step

@@ -28,6 +28,7 @@ from typing import Final
 
 import numpy as np
 
+from ..limits import JointLimits
 from ..rotations import matvec, norms, quaternion_to_matrix
 from ..soft import solve_soft
 from ..types import CONVERGED, F64, STALLED, UNREACHABLE, ZERO_LENGTH, ChainProblem, SolveResult
@@ -94,6 +95,22 @@ class _Rows:
         return self._keep[k]
 
 
+def chain_limits(lim: JointLimits) -> list[list[BoneLimit | None] | None]:
+    """Each chain's per-bone limits as the kernels take them (cone tables and twist ranges), None for a
+    chain with no limited bone."""
+    cones, use_cone = lim.cone.tolist(), lim.use_cone.tolist()
+    twists, use_twist = lim.twist.tolist(), lim.use_twist.tolist()
+    out: list[list[BoneLimit | None] | None] = []
+    for k in range(len(cones)):
+        bones: list[BoneLimit | None] = []
+        for i in range(len(cones[k])):
+            table = _cone.cone_table(tuple(cones[k][i])) if use_cone[k][i] else None
+            twist = (twists[k][i][0], twists[k][i][1]) if use_twist[k][i] else None
+            bones.append(None if table is None and twist is None else (table, twist))
+        out.append(bones if any(b is not None for b in bones) else None)
+    return out
+
+
 def _chains(problem: ChainProblem, limited: bool) -> list[Chain]:
     """One :class:`~solvers.scalar._chain.Chain` per row of ``problem`` (its arrays read once, as lists)."""
     roots = problem.positions[:, 0].tolist()
@@ -115,17 +132,7 @@ def _chains(problem: ChainProblem, limited: bool) -> list[Chain]:
         poles = [row if ok else None for row, ok in zip(problem.poles.tolist(), has.tolist(), strict=True)]
     limits: list[list[BoneLimit | None] | None] = [None] * problem.n_chains
     if limited and problem.limits is not None:
-        lim = problem.limits
-        cones, use_cone = lim.cone.tolist(), lim.use_cone.tolist()
-        twists, use_twist = lim.twist.tolist(), lim.use_twist.tolist()
-        for k in range(problem.n_chains):
-            bones: list[BoneLimit | None] = []
-            for i in range(problem.n_bones):
-                table = _cone.cone_table(tuple(cones[k][i])) if use_cone[k][i] else None
-                twist = (twists[k][i][0], twists[k][i][1]) if use_twist[k][i] else None
-                bones.append(None if table is None and twist is None else (table, twist))
-            if any(b is not None for b in bones):
-                limits[k] = bones
+        limits = chain_limits(problem.limits)
     rows = _Rows(problem)
     mode = problem.roll_mode
     need_ref = limited or mode != "KEEP"
@@ -334,6 +341,7 @@ def _solve(problem: ChainProblem, step: Step, limited: bool, polished: bool) -> 
 __all__ = [
     "SCALAR_MAX_CHAINS",
     "SCALAR_MAX_TWO_BONE_CHAINS",
+    "chain_limits",
     "solve_ccd_scalar",
     "solve_fabrik_scalar",
     "solve_two_bone_scalar",
