@@ -99,7 +99,7 @@ class Outcomes:
     """What one `Program.solve` did."""
 
     changed: set[str]  # channel attributes written
-    written: list[int]  # bones whose channel rows changed
+    written: list[tuple[int, str]]  # (bone, channel attribute) of the channel rows changed
     outcomes: dict[int, ChainOutcome]  # chain index -> outcome
 
 
@@ -172,21 +172,14 @@ class Program:
         prog = cls(snap, links, modes)
         owner = {b: i for i, link in enumerate(links) for b in link.bones}
         for i, link in enumerate(links):
-            # Links whose root hangs below this link's bones, transitively, parents first.
-            found = []
-            for j, other in enumerate(links):
-                if j != i and any(a in owner and owner[a] == i for a in sk.ancestors(other.bones[0])):
-                    found.append(j)
-            link.below = found
-        for link in links:
-            closure = set(link.below)
-            stack = list(link.below)
-            while stack:
-                for j in links[stack.pop()].below:
-                    if j not in closure:
-                        closure.add(j)
-                        stack.append(j)
-            link.below = sorted(closure, key=lambda j: links[j].level)
+            # Links whose root hangs below this link's bones, at any depth (a bone's ancestors include those of
+            # every link it hangs below through), parents first.
+            below = [
+                j
+                for j, other in enumerate(links)
+                if j != i and any(owner.get(a) == i for a in sk.ancestors(other.bones[0]))
+            ]
+            link.below = sorted(below, key=lambda j: links[j].level)
         return prog
 
     def closure(self, chains: Iterable[int]) -> list[int]:
@@ -373,7 +366,7 @@ class Program:
             ):
                 row[:] = values
                 out.changed.add(attr)
-                out.written.append(b)
+                out.written.append((b, attr))
             if carry:
                 # The bone's new pose, for chains below: its head, the solved rotation, its scale as it was.
                 new[b] = Matrix.LocRotScale(Vector((hx, hy, hz)), q, mats[k].to_scale())

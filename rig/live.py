@@ -90,19 +90,18 @@ class _Objects:
 class _Seen:
     """The inputs of an armature's last solve. Bytes compare exactly (NaN too); settings compare as values."""
 
-    data: bytes  # world, target and pole matrices, outside parents' evaluated pose
     channels: bytes | None  # every bone's rotation, location and scale channels, raw (None: as in `arrays`)
     settings: tuple[object, ...]
     structure: bytes  # bone names, rest data and flags (core.model.Skeleton.key)
     world: bytes = b""  # the armature's world matrix
-    # The same inputs as arrays, to find which chains they concern (`_select`): the armature's, targets' and
+    # The inputs as arrays, to find which chains they concern (`_select`): the armature's, targets' and
     # poles' world matrices, the evaluated pose (when read) and every channel (after our write).
     mats: F64 | None = None
     pose: F64 | None = None
     arrays: armature.Channels | None = None
     solved: tuple[tuple[int, ...], ...] = ()  # chain indices of each group of the plan last solved
     planned: frozenset[int] = frozenset()  # every chain index in `solved`
-    roots: bytes = b""  # the outside parents' evaluated pose, as in `data`
+    roots: bytes = b""  # the evaluated pose of the bones above the chains and of control bones (`_outside_parents`)
     objects: _Objects | None = None  # the rows of `mats` of each chain
 
     def after_write(self, channels: armature.Channels) -> None:
@@ -119,7 +118,8 @@ class _Seen:
 
     def same(self, other: _Seen) -> bool:
         return (
-            self.data == other.data
+            self.roots == other.roots
+            and _mats_bytes(self) == _mats_bytes(other)
             and self.channel_bytes() == other.channel_bytes()
             and self.structure == other.structure
             and self.same_settings(other)
@@ -128,6 +128,11 @@ class _Seen:
     def same_settings(self, other: _Seen) -> bool:
         # repr() only when the values differ: a NaN setting is unequal to itself but has an equal repr.
         return self.settings == other.settings or repr(self.settings) == repr(other.settings)
+
+
+def _mats_bytes(seen: _Seen) -> bytes:
+    """The world, target and pole matrices as compared (exactly: NaN too)."""
+    return b"" if seen.mats is None else seen.mats.tobytes()
 
 
 def _channel_bytes(channels: armature.Channels) -> bytes:
@@ -247,17 +252,7 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
     editable = not system_override(obj)
     version = settings_version(obj)
     settings = (s.tolerance, s.max_iterations, s.roll_mode, s.start_from, version, state, angles, editable)
-    seen = _Seen(
-        mats.tobytes() + roots_bytes,
-        _channel_bytes(channels),
-        settings,
-        sk.key,
-        mats[0].tobytes(),
-        mats,
-        pose,
-        channels,
-    )
-    seen.roots = roots_bytes
+    seen = _Seen(_channel_bytes(channels), settings, sk.key, mats[0].tobytes(), mats, pose, channels, roots=roots_bytes)
     # What can change this rig's solve: itself (pose, transform, settings), its armature data, and the
     # objects it reaches for. Blender lists an object as updated when anything it depends on moved (a
     # parent, a constraint target, a driver), so these IDs are enough to skip unrelated updates.
@@ -463,6 +458,14 @@ def _check(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean) -> bool:
     return True
 
 
+def _recheck(uid: int) -> None:
+    """Check the rig's compiled program again before its next use: recompiled if its plan or rotation modes
+    changed, its chain geometry read afresh, its other conditions checked (`_check`)."""
+    lean: _Lean | None = cache.programs.get(uid)
+    if lean is not None:
+        lean.checked = None
+
+
 def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
     """Solve an update that moved only targets and poles of `obj` on its compiled program; False when the
     update needs the full path (`_solve_live`): the rig is not compiled, or the armature itself changed."""
@@ -474,8 +477,7 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
     if uid in updated or (lean.data_uid if lean is not None else obj.data.session_uid) in updated:
         # Posed, transformed, keyed, its settings or bones changed: the full path compares everything, and
         # the next lean update checks the rig again (rotation modes, say).
-        if lean is not None:
-            lean.checked = None
+        _recheck(uid)
         return False
     if lean is None or lean.checked is not last:
         modes = armature.rotation_mode_values(obj)
@@ -529,7 +531,7 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
     text = obj.get(fk.NAMES_KEY)
     held = fk.array_of(obj.get(fk.ROWS_KEY))
     if text != lean.store_names or held is None or held.shape[0] != lean.store_size:
-        lean.checked = None
+        _recheck(uid)
         return False
     targets: dict[int, Matrix] = {}
     poles: dict[int, Matrix] = {}
@@ -554,14 +556,13 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
             pose_bones.foreach_set(attr, last.arrays[attr].ravel())
         obj.update_tag(refresh={"DATA"})
         # The channels hold what Reach IK wrote; their FK values stand (nothing else changed them).
-        for b in result.written:
-            value = last.arrays["rotation_quaternion" if program.modes[b] == "QUATERNION" else "rotation_euler"][b]
+        for b, attr in result.written:
+            value = last.arrays[attr][b]
             offset = lean.store_at[b] + fk.WRITTEN.start
             held[offset : offset + value.shape[0]] = value
     for row, where in moved.items():
         lean.seen[row] = where
         last.mats[row] = np.array(read[row], dtype=np.float64)
-    last.data = last.mats.tobytes() + last.roots
     last.channels = None
     cache.stats[uid] = cache.stats.get(uid, 0) + 1
     cache.program_solves[uid] = cache.program_solves.get(uid, 0) + 1
@@ -648,8 +649,9 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
                     continue  # nothing this rig reads was re-evaluated: the cheap, common case
             cache.dirty.discard(uid)
             if updated is None or dirty:
-                # A frame change (or a setting) may change anything, rotation modes too: compile it again.
-                cache.programs.pop(uid, None)
+                # A frame change (or a setting) may change anything, rotation modes too: check the compiled
+                # program again before its next use (`_lean`).
+                _recheck(uid)
             if uid in _suspended or obj.mode == "EDIT":
                 # In Edit Mode Blender shows the edit bones, not the pose, and bones may be half-renamed:
                 # the structure key catches every edit when the armature leaves Edit Mode.
