@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from operator import sub
 
 import numpy as np
 from mathutils import Euler, Matrix, Quaternion, Vector
@@ -255,16 +254,20 @@ class Program:
                     p = _turn(p, Vector(root), Vector(goal), angle)
                 pole_at = list(_xyz(p))
             keep_dirs = [q @ d for q, d in zip(keep, shape.directions, strict=True)]
+            # A two-bone chain finds its bend plane from the pole itself (`two_bone`), without `bend_hint`.
+            step = link.step
+            two = step is None
             chain = Chain.assemble(
-                _Rows(link.ref_rows, base, keep[0]), shape, root, goal, keep, keep_dirs, pole_at, base
+                _Rows(link.ref_rows, base, keep[0]), shape, root, goal, keep, keep_dirs, pole_at, base, hint=not two
             )
             limited = link.limits is not None
             solved: list[Quaternion] | None
-            if link.step is None:
+            if step is None:
                 if chain.distance <= ZERO_LENGTH * max(chain.total, 1.0):
                     solved, iterations, code = None, 0, UNREACHABLE
                 else:
-                    solved, iterations, code = two_bone(chain, list(_xyz(keep[0] @ shape.offsets[0]))), 0, CONVERGED
+                    near = None if pole_at is None else [pole_at[k] - root[k] for k in range(3)]
+                    solved, iterations, code = two_bone(chain, keep[0] @ shape.offsets[0], near), 0, CONVERGED
             else:
                 head = Vector()
                 relative = [[0.0, 0.0, 0.0]]
@@ -274,7 +277,7 @@ class Program:
                 solved, iterations, code = solve_chains(
                     [chain],
                     [relative],
-                    link.step,
+                    step,
                     track=limited,
                     polished=True,
                     limited=limited,
@@ -283,10 +286,11 @@ class Program:
                     uniform=False,
                 )[0]
             if solved is None:
-                tip = list(_xyz(mats[-1].translation + mats[-1].col[1].xyz * link.tip_length))
+                tip = _xyz(mats[-1].translation + mats[-1].col[1].xyz * link.tip_length)
+                residual = math.dist(tip, goal)
             else:
-                tip = self._place(link, shape, solved, root, mats, base, channels, new, out)
-            residual = math.dist(tip, goal)
+                rel = self._place(link, shape, solved, mats, base, channels, new, out)
+                residual = math.dist(_xyz(rel), chain.target64)
             # As `solvers.scalar._result`: within tolerance is converged; the analytic solve's miss is out of
             # reach; an iterative solve that stopped short is stalled unless it said why.
             if residual <= tolerance and solved is not None:
@@ -334,51 +338,42 @@ class Program:
         link: Link,
         shape: Chain,
         solved: list[Quaternion],
-        root: tuple[float, float, float],
         mats: list[Matrix],
         base_q: Quaternion,
         channels: Channels,
         new: dict[int, Matrix],
         out: Outcomes,
-    ) -> list[float]:
-        """Write a solved link's rotations into `channels`, note its bones' new poses; return its tip."""
-        hx, hy, hz = root
-        offsets = shape.offsets64
+    ) -> Vector:
+        """Write a solved link's rotations into `channels`, note its bones' new poses (for links below);
+        return its tip relative to its root."""
         carry = bool(link.below)
-        parent_q = base_q
+        parent_inv = base_q.conjugated()
+        rel = Vector()
         for k, (b, q) in enumerate(zip(link.bones, solved, strict=True)):
             # Blender poses a bone as parent @ rest_rel @ basis (`core.solve.local_rotations`).
-            basis = link.ref_inv[k] @ (parent_q.conjugated() @ q)
+            basis = link.ref_inv[k] @ (parent_inv @ q)
             basis.normalize()
             attr, mode = link.channel[k]
             row = channels[attr][b]
             prev = row.tolist()
-            if attr == "rotation_quaternion":
-                if basis.w * prev[0] + basis.x * prev[1] + basis.y * prev[2] + basis.z * prev[3] < 0.0:
+            if mode == "QUATERNION":
+                if basis.dot(Quaternion(prev)) < 0.0:
                     basis.negate()
-                values = [basis.w, basis.x, basis.y, basis.z]
+                values = basis[:]
             else:
-                e = basis.to_matrix().to_euler(mode, Euler(prev, mode))
-                values = [e.x, e.y, e.z]
+                values = basis.to_euler(mode, Euler(prev, mode))[:]
             # `rig.armature._moved`: more than 1e-6 plus 8 float32 ulps of the old value, in some component.
-            if max(map(abs, map(sub, values, prev))) > 1e-6 and any(
-                abs(n - o) > 1e-6 + _ULPS8 * abs(o) for n, o in zip(values, prev, strict=True)
-            ):
+            if any(abs(n - o) > 1e-6 + _ULPS8 * abs(o) for n, o in zip(values, prev, strict=True)):
                 row[:] = values
                 out.changed.add(attr)
                 out.written.append((b, attr))
             if carry:
                 # The bone's new pose, for chains below: its head, the solved rotation, its scale as it was.
-                new[b] = Matrix.LocRotScale(Vector((hx, hy, hz)), q, mats[k].to_scale())
-            # The next head in float64, as `solvers.scalar._frames_positions`.
-            w, x, y, z = q.w, q.x, q.y, q.z
-            s = 2.0 / (w * w + x * x + y * y + z * z)
-            ox, oy, oz = offsets[k]
-            hx += (1.0 - s * (y * y + z * z)) * ox + s * (x * y - w * z) * oy + s * (x * z + w * y) * oz
-            hy += s * (x * y + w * z) * ox + (1.0 - s * (x * x + z * z)) * oy + s * (y * z - w * x) * oz
-            hz += s * (x * z - w * y) * ox + s * (y * z + w * x) * oy + (1.0 - s * (x * x + y * y)) * oz
-            parent_q = q
-        return [hx, hy, hz]
+                new[b] = Matrix.LocRotScale(mats[0].translation + rel, q, mats[k].to_scale())
+            # Relative to the root, as the kernels solved it: float32 rounds to the chain's size.
+            rel = rel + q @ shape.offsets[k]
+            parent_inv = q.conjugated()
+        return rel
 
 
 def _turn(pole: Vector, root: Vector, goal: Vector, angle: float) -> Vector:

@@ -479,6 +479,8 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
         # the next lean update checks the rig again (rotation modes, say).
         _recheck(uid)
         return False
+    if lean is not None and len({i for u in updated for i in lean.by_uid.get(u, ())}) > SCALAR_MAX_CHAINS:
+        return False  # many chains at once: the full path's numpy batches are faster (bench/scalar.py)
     if lean is None or lean.checked is not last:
         modes = armature.rotation_mode_values(obj)
         if lean is None or lean.plan is not planned[1] or lean.modes != modes.tobytes():
@@ -494,8 +496,6 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
     if not touched:
         cache.checks[uid] = cache.checks.get(uid, 0) + 1
         return True
-    if len(touched) > SCALAR_MAX_CHAINS:
-        return False  # many chains at once: the full path's numpy batches are faster (bench/scalar.py)
     assert last.arrays is not None and last.mats is not None
     read: dict[int, Matrix] = {}  # row of the fingerprint's matrices -> the matrix read now
 
@@ -562,7 +562,10 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
             held[offset : offset + value.shape[0]] = value
     for row, where in moved.items():
         lean.seen[row] = where
-        last.mats[row] = np.array(read[row], dtype=np.float64)
+        # Only the translation (all the program reads): converting a whole Matrix costs ~17 us. A turned
+        # target leaves its row's rotation stale, which can only make the next full check solve its chain
+        # again, to the same pose.
+        last.mats[row, :3, 3] = where
     last.channels = None
     cache.stats[uid] = cache.stats.get(uid, 0) + 1
     cache.program_solves[uid] = cache.program_solves.get(uid, 0) + 1
