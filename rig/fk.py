@@ -185,11 +185,14 @@ class Store:
             rows = np.array(memoryview(obj[ROWS_KEY]), dtype=np.float32).reshape(-1, WIDTH)
         except (KeyError, TypeError, ValueError):
             return cls()  # not ours, or damaged: every channel is FK
-        if len(rows) != len(names) or not all(isinstance(n, str) for n in names):
+        if len(rows) != len(names) or (index is None and not all(isinstance(n, str) for n in names)):
             return cls()
-        store = cls(list(names), rows, names_text=text, index=dict(index) if index is not None else {})
-        if index is None:
-            cache.fk_names[obj.session_uid] = (text, list(names), dict(store.index))
+        if index is not None:
+            # The cached list and index themselves (checked when parsed): `_rows_of` copies them before it
+            # adds a name, and `drop` builds new ones, so the cache never changes under a store.
+            return cls(names, rows, names_text=text, index=index)
+        store = cls(list(names), rows, names_text=text)
+        cache.fk_names[obj.session_uid] = (text, list(names), dict(store.index))
         return store
 
     def write(self, obj: bpy.types.Object) -> None:
@@ -225,6 +228,8 @@ class Store:
         get = self.index.get
         found = [get(n, -1) for n in names]
         if -1 in found:
+            # New lists: the ones read may be shared with the session cache (`read`).
+            self.names, self.index = list(self.names), dict(self.index)
             start = len(self.names)
             for r, n in enumerate(names):
                 if found[r] == -1 and n not in self.index:
