@@ -469,7 +469,7 @@ def _recheck(uid: int) -> None:
 def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
     """Solve an update that moved only targets and poles of `obj` on its compiled program; False when the
     update needs the full path (`_solve_live`): the rig is not compiled, or the armature itself changed."""
-    last = cache.fingerprints.get(uid)
+    last: _Seen | None = cache.fingerprints.get(uid)
     planned = cache.plans.get(uid)
     if last is None or planned is None:
         return False
@@ -479,20 +479,23 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
         # the next lean update checks the rig again (rotation modes, say).
         _recheck(uid)
         return False
-    if lean is not None and len({i for u in updated for i in lean.by_uid.get(u, ())}) > SCALAR_MAX_CHAINS:
-        return False  # many chains at once: the full path's numpy batches are faster (bench/scalar.py)
     if lean is None or lean.checked is not last:
         modes = armature.rotation_mode_values(obj)
         if lean is None or lean.plan is not planned[1] or lean.modes != modes.tobytes():
             lean = cache.programs[uid] = _compile(obj, planned[1], modes)
         if isinstance(lean.program, Program):
             lean.program.forget()  # bone scales, locations or the rest pose may have changed since
+    touched = {i for u in updated for i in lean.by_uid.get(u, ())}
+    if len(touched) > SCALAR_MAX_CHAINS:
+        # Many chains at once: the full path's numpy batches are faster (bench/scalar.py). Decided before
+        # the check, which would otherwise run on every such update (each full solve is a new fingerprint).
+        return False
+    if lean.checked is not last:
         lean.ok = _check(obj, uid, last, lean)
         lean.checked = last
     if not lean.ok or isinstance(lean.program, str):
         return False
     program = lean.program
-    touched = {i for u in updated for i in lean.by_uid.get(u, ())}
     if not touched:
         cache.checks[uid] = cache.checks.get(uid, 0) + 1
         return True

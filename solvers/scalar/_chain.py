@@ -922,12 +922,13 @@ def _side(v: Vector | list[float] | _f64.Vec3, cx: float, cy: float, cz: float, 
 
 def two_bone(c: Chain, elbow_now: Vector | list[float], pole: list[float] | None = None) -> Frames:
     """The analytic two-bone pose (``two_bone.solve_two_bone`` for one chain whose target is off the
-    root): the law of cosines on Python floats, the bend plane from the hint, else the current bend,
-    else the natural bend; frames, roll and limits from one sweep (unrolled in the 'KEEP' roll mode).
+    root): the law of cosines on Python floats; the bend plane from the hint (the pole's side, else the
+    natural bend in the 'NATURAL' roll mode), else the current bend, else the fallback bend; frames, roll
+    and limits from one sweep (unrolled in the 'KEEP' roll mode).
 
     ``elbow_now`` is the current elbow relative to the root. A chain assembled without its hint (the live
-    program's `Chain.assemble` with no pole) is given ``pole`` here, relative to the root, and finds its
-    hint the way ``bend_hint`` does, on Python floats.
+    program's ``Chain.assemble(..., hint=False)``) is given ``pole`` here, relative to the root, and finds
+    its hint the way ``bend_hint`` does, on Python floats.
     """
     tx, ty, tz = c.target64
     d = c.distance
