@@ -254,11 +254,9 @@ class Program:
                     p = _turn(p, Vector(root), Vector(goal), angle)
                 pole_at = list(_xyz(p))
             keep_dirs = [q @ d for q, d in zip(keep, shape.directions, strict=True)]
-            # A two-bone chain finds its bend plane from the pole itself (`two_bone`), without `bend_hint`.
             step = link.step
-            two = step is None
             chain = Chain.assemble(
-                _Rows(link.ref_rows, base, keep[0]), shape, root, goal, keep, keep_dirs, pole_at, base, hint=not two
+                _Rows(link.ref_rows, base, keep[0]), shape, root, goal, keep, keep_dirs, pole_at, base
             )
             limited = link.limits is not None
             solved: list[Quaternion] | None
@@ -266,8 +264,7 @@ class Program:
                 if chain.distance <= ZERO_LENGTH * max(chain.total, 1.0):
                     solved, iterations, code = None, 0, UNREACHABLE
                 else:
-                    near = None if pole_at is None else [pole_at[k] - root[k] for k in range(3)]
-                    solved, iterations, code = two_bone(chain, keep[0] @ shape.offsets[0], near), 0, CONVERGED
+                    solved, iterations, code = two_bone(chain, keep[0] @ shape.offsets[0]), 0, CONVERGED
             else:
                 head = Vector()
                 relative = [[0.0, 0.0, 0.0]]

@@ -264,7 +264,6 @@ class Chain:
         keep_directions: list[Vector],
         pole: list[float] | None,
         base: Quaternion,
-        hint: bool = True,
     ) -> Chain:
         """A chain like ``Chain(...)``, from parts already in ``mathutils`` form (the live program's path).
 
@@ -272,8 +271,7 @@ class Chain:
         frames, limits and roll mode are taken as they are: they hold while the bones' local geometry
         does); ``keep`` and ``keep_directions`` are the bones' current frames and segment directions, and
         ``base`` the root's parent frame. The result is the chain ``Chain(...)`` builds from the same numbers
-        (up to float32 rounding of the frames' conversions). Without ``hint`` it has none (`two_bone`, given
-        the pole, finds it).
+        (up to float32 rounding of the frames' conversions).
         """
         c = cls.__new__(cls)
         c.n = shape.n
@@ -297,7 +295,7 @@ class Chain:
         c.roll_mode = shape.roll_mode
         c.loop_tolerance = 0.0
         c.hint = None
-        if hint and (pole is not None or c.roll_mode == "NATURAL"):
+        if pole is not None or c.roll_mode == "NATURAL":
             c.hint = bend_hint(c, None if pole is None else [pole[i] - root[i] for i in range(3)])
         return c
 
@@ -423,15 +421,23 @@ def natural_bend(c: Chain) -> _f64.Vec3:
     return _f64.natural_bend(base, ref_local, c.offsets64, c.total, c.target64, STRAIGHT)
 
 
+def _side(v: Vector | list[float] | _f64.Vec3, cx: float, cy: float, cz: float, shortest: float) -> _f64.Vec3 | None:
+    """The unit part of ``v`` perpendicular to the unit chord, or None when it is no longer than ``shortest``."""
+    s = v[0] * cx + v[1] * cy + v[2] * cz
+    bx, by, bz = v[0] - cx * s, v[1] - cy * s, v[2] - cz * s
+    n = math.sqrt(bx * bx + by * by + bz * bz)
+    return (bx / n, by / n, bz / n) if n > shortest else None
+
+
 def bend_hint(c: Chain, pole: list[float] | None) -> Vector | None:
     """The side the chain should bend toward: its pole, else the natural bend in ``'NATURAL'`` mode, else
     None (``frames.bend_hints``)."""
-    chord = _f64.normalize(c.target64, _vec64(c.keep_directions[0]))
     if pole is not None:
-        side = _f64.perpendicular((pole[0], pole[1], pole[2]), chord)
+        cx, cy, cz = _f64.normalize(c.target64, _vec64(c.keep_directions[0]))
+        side = _side(pole, cx, cy, cz, STRAIGHT * c.total)
         # A pole on the chord line names no side; the chain falls through to the next rule.
-        if _f64.norm(side) > STRAIGHT * c.total:
-            return Vector(_f64.normalize(side, side))
+        if side is not None:
+            return Vector(side)
     if c.roll_mode == "NATURAL":
         return Vector(natural_bend(c))
     return None
@@ -912,37 +918,19 @@ def make_ccd_step(max_angle: float | None, limited: bool) -> Step:
     return tracked if limited else free
 
 
-def _side(v: Vector | list[float] | _f64.Vec3, cx: float, cy: float, cz: float, shortest: float) -> _f64.Vec3 | None:
-    """The unit part of ``v`` perpendicular to the unit chord, or None when it is no longer than ``shortest``."""
-    s = v[0] * cx + v[1] * cy + v[2] * cz
-    bx, by, bz = v[0] - cx * s, v[1] - cy * s, v[2] - cz * s
-    n = math.sqrt(bx * bx + by * by + bz * bz)
-    return (bx / n, by / n, bz / n) if n > shortest else None
-
-
-def two_bone(c: Chain, elbow_now: Vector | list[float], pole: list[float] | None = None) -> Frames:
+def two_bone(c: Chain, elbow_now: Vector | list[float]) -> Frames:
     """The analytic two-bone pose (``two_bone.solve_two_bone`` for one chain whose target is off the
-    root): the law of cosines on Python floats; the bend plane from the hint (the pole's side, else the
-    natural bend in the 'NATURAL' roll mode), else the current bend, else the fallback bend; frames, roll
-    and limits from one sweep (unrolled in the 'KEEP' roll mode).
-
-    ``elbow_now`` is the current elbow relative to the root. A chain assembled without its hint (the live
-    program's ``Chain.assemble(..., hint=False)``) is given ``pole`` here, relative to the root, and finds
-    its hint the way ``bend_hint`` does, on Python floats.
-    """
+    root): the law of cosines and the elbow on Python floats; the bend plane from the hint, else the
+    current bend (``elbow_now``, relative to the root), else the fallback bend; frames, roll and limits
+    from one sweep."""
     tx, ty, tz = c.target64
     d = c.distance
     cx, cy, cz = tx / d, ty / d, tz / d
-    straight = STRAIGHT * c.total
     side: _f64.Vec3 | None = None
     if c.hint is not None:
         side = (c.hint.x, c.hint.y, c.hint.z)
-    elif pole is not None:
-        side = _side(pole, cx, cy, cz, straight)
-    if side is None and c.roll_mode == "NATURAL":
-        side = natural_bend(c)
-    if side is None:
-        side = _side(elbow_now, cx, cy, cz, straight)
+    else:
+        side = _side(elbow_now, cx, cy, cz, STRAIGHT * c.total)
     if side is None:
         bend = fallback_bend(c, Vector((cx, cy, cz)))
         side = (bend.x, bend.y, bend.z)
@@ -950,15 +938,4 @@ def two_bone(c: Chain, elbow_now: Vector | list[float], pole: list[float] | None
     cos_a = min(max((l1 * l1 + d * d - l2 * l2) / (2.0 * l1 * d), -1.0), 1.0)
     a, b = cos_a * l1, math.sqrt(1.0 - cos_a * cos_a) * l1
     elbow = Vector((cx * a + side[0] * b, cy * a + side[1] * b, cz * a + side[2] * b))
-    if c.roll_mode != "KEEP":
-        return sweep(c, [c.root, elbow, c.target])[1]
-    # `sweep` for two bones in the 'KEEP' roll mode: each bone turned minimally from its current frame.
-    keep, current, limits = c.keep, c.keep_directions, c.limits
-    f0 = aim_frame(normalize(elbow, current[0]), c.directions[0], keep[0], current[0])
-    if limits is not None and limits[0] is not None:
-        f0 = limit_frame(product(c.base, c.ref_local[0]), f0, limits[0])
-    head = f0 @ c.offsets[0]
-    f1 = aim_frame(normalize(c.target - head, current[1]), c.directions[1], keep[1], current[1])
-    if limits is not None and limits[1] is not None:
-        f1 = limit_frame(product(f0, c.ref_local[1]), f1, limits[1])
-    return [f0, f1]
+    return sweep(c, [c.root, elbow, c.target])[1]

@@ -392,38 +392,6 @@ def test_scalar_reaches_as_often_as_batch(name: str) -> None:
     assert scalar_hits >= batch_hits - max(1, chains // 100), f"{name}: scalar {scalar_hits}, batch {batch_hits}"
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("limited", [False, True])
-def test_two_bone_finds_the_hint_from_the_pole_itself(mode: str, limited: bool) -> None:
-    # The live program assembles two-bone chains without a hint and hands `two_bone` the pole: the same
-    # frames as a chain built with its hint (`bend_hint`), every roll mode, with and without limits.
-    from solvers.scalar import _chains
-    from solvers.scalar._chain import sweep, two_bone
-
-    problem = make_problem(11, 2, True, mode, True, limited, 1e-3)
-    elbows = (problem.positions[:, 1] - problem.positions[:, 0]).tolist()
-    assert problem.poles is not None
-    compared = 0
-    for k, c in enumerate(_chains(problem, limited)):
-        if c.distance <= 1e-9:
-            continue
-        pole = problem.poles[k] - problem.positions[k, 0]
-        with_hint = two_bone(c, elbows[k])
-        c.hint = None
-        from_pole = two_bone(c, elbows[k], None if np.isnan(pole[0]) else pole.tolist())
-        for a, b in zip(with_hint, from_pole, strict=True):
-            assert max(abs(x - y) for x, y in zip(a, b, strict=True)) <= 1e-6
-        if not limited:
-            # The 'KEEP' mode's unrolled sweep against `sweep` itself, aimed through the elbow it placed.
-            swept = sweep(c, [c.root, from_pole[0] @ c.offsets[0], c.target])[1]
-            for a, b in zip(swept, from_pole, strict=True):
-                same = max(abs(x - y) for x, y in zip(a, b, strict=True))
-                negated = max(abs(x + y) for x, y in zip(a, b, strict=True))  # q and -q: the same frame
-                assert min(same, negated) <= 1e-5
-        compared += 1
-    assert compared >= K - 2
-
-
 # --------------------------------------------------------------------------------------------------------
 # The contract's edges
 # --------------------------------------------------------------------------------------------------------
