@@ -11,7 +11,7 @@ targets: no handler at all, a do-nothing `depsgraph_update_post` handler, and a 
 pose with foreach_get, writes one rotation channel with foreach_set and tags the armature (Reach's tag) so
 Blender re-evaluates the pose, against Blender's IK constraint.
 
-    .venv/bin/python bench/live.py [--rounds 40] [--floor]
+    .venv/bin/python bench/live.py [--rounds 40] [--floor] [--only a,a1,b]
 """
 
 from __future__ import annotations
@@ -256,6 +256,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--floor", action="store_true", help="the cost of a Python handler that does not solve")
     parser.add_argument("--idle", action="store_true", help="only the idle cost per rig (1, 10, 50 rigs)")
+    parser.add_argument("--only", default="", help="the cases to run, by their letters: a,a1,a2,b,c (default: all)")
     args = parser.parse_args()
     bpy_session.enable_addon()
     print(f"bench/live.py on bpy {bpy.app.version_string}; median of {args.rounds} warm updates")
@@ -266,6 +267,9 @@ def main() -> None:
         ("(b) 100 chains x 10 bones", many_chains, 0.2, {}, 1.0),
         ("(c) one chain of 50 bones", long_chain, 0.06, {"tolerance": 1e-4, "max_iterations": 200}, None),
     ]
+    if args.only:
+        wanted = {f"({name.strip()})" for name in args.only.split(",")}
+        cases = [case for case in cases if case[0].split()[0] in wanted]
     if args.floor:
         floor([(label, build, amp) for label, build, amp, _, _ in cases], args.rounds)
         bpy_session.finish(0)
@@ -284,7 +288,8 @@ def main() -> None:
             f"{label:30} {ours['ms']:9.3f} {ref['ms']:10.3f} {ratio:7.2f} {goal_s:>7} "
             f"{ours['res']:10.2e} {ref['res']:11.2e}"
         )
-    idle((1, 10, 50), max(args.rounds, 100))
+    if not args.only:
+        idle((1, 10, 50), max(args.rounds, 100))
     bpy_session.finish(0)
 
 

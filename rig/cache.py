@@ -25,6 +25,8 @@ stats: dict[int, int] = {}
 checks: dict[int, int] = {}
 # session_uid -> number of live solves that took the compiled program (live._lean).
 program_solves: dict[int, int] = {}
+# session_uid -> number of those that solved many chains in the full solve's numpy batches (live._lean_batch).
+batch_solves: dict[int, int] = {}
 # session_uid -> {chain index: number of live solves of that chain} (dragging one hand solves one chain).
 chain_solves: dict[int, dict[int, int]] = {}
 # session_uid -> {chain index: outcome} shown now (chains not re-solved keep theirs).
@@ -70,7 +72,7 @@ _DERIVED: tuple[dict[int, Any], ...] = (
     fk_names,
 )
 # Counters kept across file loads (the demo and the tests count solves over a whole session).
-_COUNTERS: tuple[dict[int, Any], ...] = (stats, checks, chain_solves, program_solves)
+_COUNTERS: tuple[dict[int, Any], ...] = (stats, checks, chain_solves, program_solves, batch_solves)
 # Everything keyed by an armature object's session_uid.
 _PER_OBJECT: tuple[dict[int, Any], ...] = (versions, reported, stretched, *_DERIVED, *_COUNTERS)
 _TABLES: dict[str, dict[int, Any]] = {
@@ -80,6 +82,7 @@ _TABLES: dict[str, dict[int, Any]] = {
     "checks": checks,
     "chain_solves": chain_solves,
     "program_solves": program_solves,
+    "batch_solves": batch_solves,
     "outcomes": outcomes,
     "rig_checks": rig_checks,
     "reported": reported,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import bpy
 import numpy as np
@@ -27,8 +27,9 @@ from bpy.app.handlers import persistent
 from mathutils import Matrix
 from numpy.typing import NDArray
 
+from ..core import solve as core
 from ..core.live import Program
-from ..core.model import Group, Plan, RigReport, Skeleton
+from ..core.model import ChainOutcome, Group, Inputs, Plan, RigReport, Skeleton, Snapshot
 from ..solvers.scalar import SCALAR_MAX_CHAINS
 from . import armature, cache, fk
 from .chains import system_override
@@ -388,6 +389,8 @@ class _Lean:
     by_uid: dict[int, list[int]] = field(default_factory=dict)  # object session_uid -> its chains' indices
     angles: dict[int, float] = field(default_factory=dict)
     store_at: dict[int, int] = field(default_factory=dict)  # bone -> its row's offset in the FK store's array
+    store_off: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # same, by bone
+    snap: Snapshot | None = None  # what `program` was compiled from (the batch path solves on it too)
     store_names: str = ""
     store_size: int = -1
     seen: dict[int, tuple[float, ...]] = field(default_factory=dict)  # row -> its matrix's translation
@@ -399,7 +402,8 @@ def _compile(obj: bpy.types.Object, plan: Plan, modes: NDArray[np.int32]) -> _Le
     """`plan` compiled for lean updates (`program` says why not when it cannot be)."""
     lean = _Lean(plan, modes.tobytes(), "")
     sk = armature.skeleton(obj)
-    program = Program.build(snapshot(obj, sk, plan, modes=modes), [armature.MODE_NAMES[v] for v in modes.tolist()])
+    lean.snap = snapshot(obj, sk, plan, with_channels=True, modes=modes)
+    program = Program.build(lean.snap, [armature.MODE_NAMES[v] for v in modes.tolist()])
     lean.program = program
     if isinstance(program, str):
         return lean
@@ -448,6 +452,8 @@ def _check(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean) -> bool:
                     return False  # a bone Reach IK has not written yet: its FK value is not stored
                 at[b] = row * fk.WIDTH
         lean.store_at, lean.store_names, lean.store_size = at, text, held.shape[0]
+        lean.store_off = np.full(len(names), -1, dtype=np.int64)
+        lean.store_off[list(at)] = list(at.values())
     lean.seen = {}
     for index, (target, pole, _t, _p) in lean.chains.items():
         rows = last.objects.rows[index]
@@ -486,10 +492,6 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
         if isinstance(lean.program, Program):
             lean.program.forget()  # bone scales, locations or the rest pose may have changed since
     touched = {i for u in updated for i in lean.by_uid.get(u, ())}
-    if len(touched) > SCALAR_MAX_CHAINS:
-        # Many chains at once: the full path's numpy batches are faster (bench/scalar.py). Decided before
-        # the check, which would otherwise run on every such update (each full solve is a new fingerprint).
-        return False
     if lean.checked is not last:
         lean.ok = _check(obj, uid, last, lean)
         lean.checked = last
@@ -529,13 +531,51 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
     if not changed:
         return True
     order = program.closure(changed)
-    if len(order) > SCALAR_MAX_CHAINS:
-        return False  # many chains at once: the full path's numpy batches are faster (bench/scalar.py)
     text = obj.get(fk.NAMES_KEY)
     held = fk.array_of(obj.get(fk.ROWS_KEY))
     if text != lean.store_names or held is None or held.shape[0] != lean.store_size:
         _recheck(uid)
         return False
+    if len(order) > SCALAR_MAX_CHAINS:
+        # Many chains at once: the full solve's numpy batches are faster than one scalar solve after another
+        # (bench/scalar.py), on inputs read here without the full path's reading and comparing.
+        outcomes = _lean_batch(obj, lean, order, last.arrays, held)
+        if outcomes is None:
+            return False  # broken inputs: the full path refuses them with a message
+        cache.batch_solves[uid] = cache.batch_solves.get(uid, 0) + 1
+    else:
+        outcomes = _lean_scalar(obj, lean, order, matrix, last.arrays, held)
+    for row, where in moved.items():
+        lean.seen[row] = where
+        # Only the translation (all the program reads): converting a whole Matrix costs ~17 us. A turned
+        # target leaves its row's rotation stale, which can only make the next full check solve its chain
+        # again, to the same pose.
+        last.mats[row, :3, 3] = where
+    last.channels = None
+    cache.stats[uid] = cache.stats.get(uid, 0) + 1
+    cache.program_solves[uid] = cache.program_solves.get(uid, 0) + 1
+    counts = cache.chain_solves.setdefault(uid, {})
+    for i in outcomes:
+        counts[i] = counts.get(i, 0) + 1
+    before = cache.outcomes.get(uid, {})
+    shown = dict(before)
+    shown.update(outcomes)
+    cache.outcomes[uid] = shown
+    store_status(obj, RigReport(outcomes=shown), before)
+    return True
+
+
+def _lean_scalar(
+    obj: bpy.types.Object,
+    lean: _Lean,
+    order: list[int],
+    matrix: Callable[[bpy.types.Object, int], Matrix],
+    channels: armature.Channels,
+    held: fk.F32,
+) -> dict[int, ChainOutcome]:
+    """Solve links `order` of the compiled program one scalar solve after another; write what changed."""
+    program = lean.program
+    assert isinstance(program, Program)
     targets: dict[int, Matrix] = {}
     poles: dict[int, Matrix] = {}
     for j in order:
@@ -552,40 +592,81 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
         targets,
         poles,
         lean.angles,
-        last.arrays,
+        channels,
     )
     if result.changed:
         for attr in sorted(result.changed):
-            pose_bones.foreach_set(attr, last.arrays[attr].ravel())
+            pose_bones.foreach_set(attr, channels[attr].ravel())
         obj.update_tag(refresh={"DATA"})
         # The channels hold what Reach IK wrote; their FK values stand (nothing else changed them).
         for b, attr in result.written:
-            value = last.arrays[attr][b]
+            value = channels[attr][b]
             offset = lean.store_at[b] + fk.WRITTEN.start
             held[offset : offset + value.shape[0]] = value
-    for row, where in moved.items():
-        lean.seen[row] = where
-        # Only the translation (all the program reads): converting a whole Matrix costs ~17 us. A turned
-        # target leaves its row's rotation stale, which can only make the next full check solve its chain
-        # again, to the same pose.
-        last.mats[row, :3, 3] = where
-    last.channels = None
-    cache.stats[uid] = cache.stats.get(uid, 0) + 1
-    cache.program_solves[uid] = cache.program_solves.get(uid, 0) + 1
-    counts = cache.chain_solves.setdefault(uid, {})
-    for i in result.outcomes:
-        counts[i] = counts.get(i, 0) + 1
-    before = cache.outcomes.get(uid, {})
-    shown = dict(before)
-    shown.update(result.outcomes)
-    cache.outcomes[uid] = shown
-    store_status(obj, RigReport(outcomes=shown), before)
-    return True
+    return result.outcomes
+
+
+def _lean_batch(
+    obj: bpy.types.Object, lean: _Lean, order: list[int], channels: armature.Channels, held: fk.F32
+) -> dict[int, ChainOutcome] | None:
+    """Solve links `order` of the compiled program in the full solve (`core.solve`, its numpy batches), on the
+    plan and snapshot compiled with it: only the pose, the armature's, targets' and poles' world matrices
+    are read. Writes what changed; None (nothing written) when an input is broken (NaN, infinite)."""
+    program = lean.program
+    assert isinstance(program, Program) and lean.snap is not None
+    wanted = {program.links[j].chain.index for j in order}
+    # A view of the plan (its cached lengths and limits), as the full path's `select` makes.
+    plan = replace(lean.plan, groups=[g for g in lean.plan.groups if g.chains[0].index in wanted])
+    snap = replace(lean.snap, plan=plan)
+    chains = [g.chains[0] for g in plan.groups]
+    with_pole = [c for c in chains if c.pole is not None]
+    objects = [lean.chains[c.index][0] for c in chains] + [lean.chains[c.index][1] for c in with_pole]
+    mats = armature.WorldMatrices().of([obj, *objects])  # type: ignore[list-item]  # poles of with_pole exist
+    pose = armature.pose_matrices(obj)
+    found = mats[None, 1:]
+    inputs = Inputs(
+        pose[None],
+        mats[None, 0],
+        {c.index: found[:, k] for k, c in enumerate(chains)},
+        {c.index: found[:, len(chains) + k] for k, c in enumerate(with_pole)},
+        objects=found,
+        scale=channels["scale"].astype(np.float64)[None],
+    )
+    for c in with_pole:
+        if lean.angles[c.index] != 0.0:
+            inputs.pole_angles[c.index] = np.array([lean.angles[c.index]])
+    if core.check_inputs(snap.sk, plan, obj.name, inputs):
+        return None
+    report = RigReport()
+    modes = np.frombuffer(lean.modes, dtype=np.int32)
+    solved = core.solve(snap, inputs, report, channels=channels)
+    if solved.bones:
+        rows = np.asarray(solved.bones, dtype=np.int64)
+        before = {attr: channels[attr][rows].copy() for attr in _ROTATION_ATTRS}
+        changed = armature.rotations_to_channels(obj, solved.bones, solved.basis[0], channels, modes)
+        for attr in sorted(changed):
+            obj.pose.bones.foreach_set(attr, channels[attr].ravel())
+            # The channels hold what Reach IK wrote; their FK values stand (nothing else changed them).
+            now = channels[attr][rows]
+            bones = rows[(now != before[attr]).any(axis=1)]
+            at = lean.store_off[bones][:, None] + (fk.WRITTEN.start + np.arange(now.shape[1]))
+            held[at] = channels[attr][bones]
+        if changed:
+            obj.update_tag(refresh={"DATA"})
+    return report.outcomes
+
+
+_ROTATION_ATTRS = tuple(attr for attr, _width in armature.ROTATION_CHANNELS)
 
 
 def program_solve_count(obj: bpy.types.Object) -> int:
     """How many of `obj`'s live solves took the compiled program (`_lean`) in this session."""
     return cache.program_solves.get(obj.session_uid, 0)
+
+
+def batch_solve_count(obj: bpy.types.Object) -> int:
+    """How many of those (`program_solve_count`) solved many chains in numpy batches (`_lean_batch`)."""
+    return cache.batch_solves.get(obj.session_uid, 0)
 
 
 def chain_solve_count(obj: bpy.types.Object, chain: int) -> int:

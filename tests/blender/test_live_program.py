@@ -195,8 +195,9 @@ def test_a_blended_chain_is_the_full_paths() -> None:
     assert ch.is_valid and ch.message.startswith("blended"), ch.message
 
 
-def test_many_chains_at_once_take_the_batches() -> None:
-    """Above the scalar threshold (`solvers.scalar.SCALAR_MAX_CHAINS`) the full path's numpy batches run."""
+def _many(program: bool, eulers: bool = False) -> bpy.types.Object:
+    """30 three-bone chains in a row (the first five in Euler 'XZY' with `eulers`), solved once."""
+    bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
     bones = []
     for c in range(30):
         for name, parent, head, tail, conn in demo_rigs.chain_bones(f"c{c}", 3, 0.1):
@@ -204,18 +205,81 @@ def test_many_chains_at_once_take_the_batches() -> None:
                 (name, parent, (head[0] + 0.5 * c, head[1], head[2]), (tail[0] + 0.5 * c, tail[1], tail[2]), conn)
             )
     obj = rigs.armature("Many", bones)
+    if eulers:
+        for c in range(5):
+            for b in range(3):
+                obj.pose.bones[f"c{c}.{b:03d}"].rotation_mode = "XZY"
     for c in range(30):
         rigs.add_chain(obj, f"c{c}.002", 3, rigs.empty(f"t{c}", obj.pose.bones[f"c{c}.002"].tail))
-    rigs.update()
-    rigs.update()
+    with _program(program):
+        rigs.update()
+        rigs.update()
+    return obj
+
+
+def _drag_many(obj: bpy.types.Object, step: int) -> None:
+    for k, ch in enumerate(obj.reach_ik.chains):
+        loc = ch.target.location
+        loc.z -= 0.01  # toward the root: within reach
+        loc.x += 0.01 * math.sin(0.9 * step + k)
+        loc.y += 0.01 * math.cos(0.4 * step + k)
+
+
+@pytest.mark.parametrize("eulers", [False, True], ids=["quaternions", "eulers"])
+def test_many_chains_at_once_take_the_batches_and_match_the_full_solve(eulers: bool) -> None:
+    """Above the scalar threshold (`solvers.scalar.SCALAR_MAX_CHAINS`) the compiled program solves in the
+    full solve's numpy batches, reading only the pose and the targets; what Blender shows is the full path's."""
     live = _live()
-    count = live.program_solve_count(obj)
-    for ch in obj.reach_ik.chains:
-        ch.target.location.z -= 0.02  # toward the root: within reach
+    runs = []
+    for program in (True, False):
+        obj = _many(program, eulers)
+        batches, solves = live.batch_solve_count(obj), live.program_solve_count(obj)
+        poses, statuses = [], []
+        with _program(program):
+            for step in range(4):
+                _drag_many(obj, step)
+                rigs.update()
+                poses.append(_evaluated_pose(obj))
+                statuses.append([(ch.is_valid, ch.message, ch.residual) for ch in obj.reach_ik.chains])
+        assert max(_tip_miss(obj, ch.name) for ch in obj.reach_ik.chains) <= TOL
+        runs.append((poses, statuses, live.batch_solve_count(obj) - batches, live.program_solve_count(obj) - solves))
+    (lean_poses, lean_status, lean_batches, lean_solves), (full_poses, full_status, full_batches, _) = runs
+    assert (lean_batches, lean_solves, full_batches) == (4, 4, 0), "every drag took the batches, with the program"
+    for step, (a, b) in enumerate(zip(lean_poses, full_poses, strict=True)):
+        worst = float(np.abs(a - b).max())
+        assert worst < 1e-5, f"step {step}: the batch path's pose differs from the full solve's by {worst}"
+    for a, b in zip(lean_status, full_status, strict=True):
+        for (valid_a, text_a, res_a), (valid_b, text_b, res_b) in zip(a, b, strict=True):
+            assert valid_a and valid_b and text_a == text_b == ""
+            assert abs(res_a - res_b) < 1e-5
+
+
+def test_fk_values_survive_batch_drags() -> None:
+    """The batch path notes what it wrote in the FK store: a chain turned off afterwards gets its hand-posed
+    FK values back exactly, and one moved chain alone still takes the scalar program."""
+    obj = _many(True)
+    live = _live()
+    pbs = obj.pose.bones
+    ch = obj.reach_ik.chains[3]
+    ch.influence = 0.0
     rigs.update()
-    assert live.program_solve_count(obj) == count
-    obj.reach_ik.chains[3].target.location.z -= 0.02  # one chain: the program
+    names = ("c3.000", "c3.001", "c3.002")
+    for k, name in enumerate(names):
+        pbs[name].rotation_quaternion = (0.9, 0.1 * k, 0.3, 0.2)
     rigs.update()
-    assert live.program_solve_count(obj) == count + 1
-    assert all(ch.is_valid and not ch.message for ch in obj.reach_ik.chains), [c.message for c in obj.reach_ik.chains]
-    assert max(_tip_miss(obj, ch.name) for ch in obj.reach_ik.chains) <= TOL
+    fk = [np.array(pbs[n].rotation_quaternion, dtype=np.float32).tobytes() for n in names]
+    ch.influence = 1.0
+    rigs.update()
+    batches = live.batch_solve_count(obj)
+    for step in range(3):
+        _drag_many(obj, step)
+        rigs.update()
+    assert live.batch_solve_count(obj) == batches + 3
+    assert _tip_miss(obj, ch.name) <= TOL
+    solves = live.program_solve_count(obj)
+    obj.reach_ik.chains[7].target.location.x += 0.01  # one other chain: the scalar program
+    rigs.update()
+    assert (live.program_solve_count(obj), live.batch_solve_count(obj)) == (solves + 1, batches + 3)
+    ch.influence = 0.0  # back to FK: exactly the values posed by hand
+    rigs.update()
+    assert [np.array(pbs[n].rotation_quaternion, dtype=np.float32).tobytes() for n in names] == fk
