@@ -561,7 +561,7 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
     shown = dict(before)
     shown.update(outcomes)
     cache.outcomes[uid] = shown
-    store_status(obj, RigReport(outcomes=shown), before)
+    store_status(obj, RigReport(outcomes=shown), before, outcomes)
     return True
 
 

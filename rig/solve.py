@@ -7,7 +7,7 @@ The data flows one way: Blender data -> `core.model.Snapshot` + `Inputs` (here, 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -444,13 +444,22 @@ def remember_stretch(obj: bpy.types.Object, sk: Skeleton, bones: list[int], valu
         del cache.stretched[obj.session_uid]
 
 
-def store_status(obj: bpy.types.Object, report: RigReport, shown: dict[int, ChainOutcome] | None = None) -> None:
+def store_status(
+    obj: bpy.types.Object,
+    report: RigReport,
+    shown: dict[int, ChainOutcome] | None = None,
+    only: Iterable[int] | None = None,
+) -> None:
     """Copy the outcome into each chain's read-only status, touching only what changed (no redraw storms).
 
     `shown`: the outcomes stored last time (live solving); a chain whose outcome is the same object (not
-    solved again) is not read back at all.
+    solved again) is not read back at all. `only`: the indices of the only chains whose outcome may have
+    changed (the live program's), so the others are not even visited.
     """
-    for i, ch in enumerate(rig_settings(obj).chains):
+    chains = rig_settings(obj).chains
+    count = len(chains)
+    for i in range(count) if only is None else (i for i in only if i < count):
+        ch = chains[i]
         out = report.outcomes.get(i)
         if shown is not None and out is not None and shown.get(i) is out:
             continue
