@@ -29,12 +29,12 @@ from numpy.typing import NDArray
 
 from ..core import solve as core
 from ..core.live import Program
-from ..core.model import ChainOutcome, Group, Inputs, Plan, RigReport, Skeleton, Snapshot
+from ..core.model import ChainOutcome, Group, Plan, RigReport, Skeleton, Snapshot
 from ..solvers.scalar import SCALAR_MAX_CHAINS
 from . import armature, cache, fk
 from .chains import system_override
 from .props import rig_settings
-from .solve import ChainState, Entry, LiveReads, chain_state, snapshot, solve_rig, store_status
+from .solve import ChainState, Entry, LiveReads, chain_state, read_inputs, snapshot, solve_rig, store_status
 
 F64 = NDArray[np.float64]
 _busy = False
@@ -618,23 +618,17 @@ def _lean_batch(
     # A view of the plan (its cached lengths and limits), as the full path's `select` makes.
     plan = replace(lean.plan, groups=[g for g in lean.plan.groups if g.chains[0].index in wanted])
     snap = replace(lean.snap, plan=plan)
-    chains = [g.chains[0] for g in plan.groups]
-    with_pole = [c for c in chains if c.pole is not None]
-    objects = [lean.chains[c.index][0] for c in chains] + [lean.chains[c.index][1] for c in with_pole]
-    mats = armature.WorldMatrices().of([obj, *objects])  # type: ignore[list-item]  # poles of with_pole exist
-    pose = armature.pose_matrices(obj)
-    found = mats[None, 1:]
-    inputs = Inputs(
-        pose[None],
-        mats[None, 0],
-        {c.index: found[:, k] for k, c in enumerate(chains)},
-        {c.index: found[:, len(chains) + k] for k, c in enumerate(with_pole)},
-        objects=found,
-        scale=channels["scale"].astype(np.float64)[None],
+    controls = {i: (target, pole) for i, (target, pole, _t, _p) in lean.chains.items()}
+    inputs = read_inputs(
+        obj,
+        plan,
+        armature.pose_matrices(obj),
+        armature.WorldMatrices(),
+        channels["scale"],
+        sk_now=snap.sk,
+        controls_now=controls,
+        angles_now=lean.angles,
     )
-    for c in with_pole:
-        if lean.angles[c.index] != 0.0:
-            inputs.pole_angles[c.index] = np.array([lean.angles[c.index]])
     if core.check_inputs(snap.sk, plan, obj.name, inputs):
         return None
     report = RigReport()

@@ -48,9 +48,13 @@ def read_inputs(
     scale_now: NDArray[np.float32] | None = None,
     settings_now: bool = False,
     sk_now: Skeleton | None = None,
+    controls_now: dict[int, tuple[bpy.types.Object, bpy.types.Object | None]] | None = None,
+    angles_now: dict[int, float] | None = None,
 ) -> Inputs:
     """The current (evaluated) inputs of every planned chain, as one frame (`pose_now`, `world_now`,
-    `scale_now`, `sk_now`: the pose, world matrices, scale channels and skeleton, already read).
+    `scale_now`, `sk_now`: the pose, world matrices, scale channels and skeleton, already read;
+    `controls_now`, `angles_now`: each chain's target and pole objects and its pole angle, already known, so
+    no chain's settings are read: the live program's, whose chains have no bone targets).
     `settings_now`: read each chain's Soft and Stretch too (a bake stepping frames: they are keyable), else
     the plan's values hold."""
     pose_b = armature.pose_matrices(obj) if pose_now is None else pose_now
@@ -59,8 +63,12 @@ def read_inputs(
     with_pole = [c for c in chains if c.pole is not None]
     world_mats = armature.WorldMatrices() if world_now is None else world_now
     settings = rig_settings(obj).chains
-    entries = [(obj, ""), *((settings[c.index].target, c.target_bone) for c in chains)]
-    entries += [(settings[c.index].pole, c.pole_bone) for c in with_pole]
+    if controls_now is None:
+        entries = [(obj, ""), *((settings[c.index].target, c.target_bone) for c in chains)]
+        entries += [(settings[c.index].pole, c.pole_bone) for c in with_pole]
+    else:
+        entries = [(obj, ""), *((controls_now[c.index][0], "") for c in chains)]
+        entries += [(controls_now[c.index][1], "") for c in with_pole]
     sk = sk_now
     if sk is None and any(bone for _ob, bone in entries):
         sk = armature.skeleton(obj)
@@ -70,7 +78,7 @@ def read_inputs(
     poles = {c.index: objects[:, len(chains) + k] for k, c in enumerate(with_pole)}
     inputs = Inputs(pose, mats[None, 0], targets, poles, objects=objects)
     for c in with_pole:
-        angle = float(settings[c.index].pole_angle)
+        angle = float(settings[c.index].pole_angle if angles_now is None else angles_now[c.index])
         if angle != 0.0:
             inputs.pole_angles[c.index] = np.array([angle])
     if settings_now:
