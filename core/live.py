@@ -23,6 +23,7 @@ bpy tier tests it (tests/blender/test_live_program.py).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -42,11 +43,14 @@ from ..solvers.scalar._chain import (
     solve_chains,
     two_bone,
 )
-from ..solvers.types import CONVERGED, STALLED, STATUS_NAMES, UNREACHABLE, ZERO_LENGTH
+from ..solvers.types import CONVERGED, STALLED, STATUS_NAMES, UNREACHABLE, ZERO_LENGTH, ChainProblem
+from . import convert
 from .model import ChainOutcome, ChainPlan, Snapshot
-from .solve import cached_limits, chain_message
+from .solve import Space, cached_limits, chain_message, local_rotations, outcomes_of, solver_for
 
 Channels = dict[str, NDArray[np.float32]]
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
 _IDENTITY_ROWS = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
 _ULPS8 = 8.0 * 2.0**-23  # as rig.armature._few_to_channels
 
@@ -102,6 +106,29 @@ class Outcomes:
     outcomes: dict[int, ChainOutcome]  # chain index -> outcome
 
 
+@dataclass
+class _Batch:
+    """Links of one solver and bone count, solved together by `Program.solve_many`: their index arrays."""
+
+    solver: str
+    bones: I64  # (K, N) root first
+    parents: I64  # (K,) each root's parent, -1 for none
+    rest_rel: F64  # (K, N, 3, 3)
+    tip_lengths: F64  # (K,)
+    chains: list[ChainPlan]
+    tips: list[str]  # tip bones' names
+    poled: list[int]  # rows with a pole
+
+
+@dataclass
+class _Many:
+    """What `Program.solve_many` holds for one set of links between updates."""
+
+    batches: list[_Batch]
+    bones: list[int]  # every solved bone, parents first (as `core.solve` lists them)
+    at: I64  # where each of `bones` is in the batches' frames, concatenated
+
+
 class Program:
     """A rig compiled for live updates (see the module docstring)."""
 
@@ -114,6 +141,7 @@ class Program:
         # Link -> a chain of its bones holding their local geometry, built on first use: it holds while the
         # bones' rest data, scale and location do, which the rig layer guarantees until it calls `forget`.
         self.shapes: dict[int, Chain] = {}
+        self.many: dict[tuple[int, ...], _Many | None] = {}  # links -> their batches (None: not batchable)
 
     def forget(self) -> None:
         """The bones' local geometry may have changed (a channel other than rotation, or the rest pose)."""
@@ -200,8 +228,11 @@ class Program:
         poles: dict[int, Matrix],
         angles: dict[int, float],
         channels: Channels,
+        mirror: NDArray[np.float32] | None = None,
+        mirror_at: dict[int, int] | None = None,
     ) -> Outcomes:
-        """Solve links `order` (parents first, `closure`) and put their rotations into `channels`.
+        """Solve links `order` (parents first, `closure`) and put their rotations into `channels`; where a row
+        changes, its values also go to the flat float32 array `mirror` at `mirror_at[bone]` (the FK store).
 
         `read_pose(b)`: bone b's armature-space pose matrix as Blender evaluated it; `world`: the armature's
         world matrix; `targets`, `poles`: world matrices by chain index; `angles`: pole angles (radians).
@@ -286,7 +317,7 @@ class Program:
                 tip = _xyz(mats[-1].translation + mats[-1].col[1].xyz * link.tip_length)
                 residual = math.dist(tip, goal)
             else:
-                rel = self._place(link, shape, solved, mats, base, channels, new, out)
+                rel = self._place(link, shape, solved, mats, base, channels, new, out, mirror, mirror_at or {})
                 residual = math.dist(_xyz(rel), chain.target64)
             # As `solvers.scalar._result`: within tolerance is converged; the analytic solve's miss is out of
             # reach; an iterative solve that stopped short is stalled unless it said why.
@@ -305,6 +336,130 @@ class Program:
             # No per-frame arrays: a live outcome has one frame, and only the bake reads them.
             out.outcomes[c.index] = ChainOutcome(True, text, float(iterations), world_residual, reached, name)
         return out
+
+    def batchable(self, order: list[int]) -> _Many | None:
+        """The batches that solve links `order` in one pass, or None when some link hangs below another of
+        them (the full solve's levels do that) or its bones are not each the parent of the next."""
+        key = tuple(order)
+        if key in self.many:
+            return self.many[key]
+        if len(self.many) > 8:
+            self.many.clear()
+        chosen = set(order)
+        sk = self.snap.sk
+        ok = all(chosen.isdisjoint(self.links[i].below) for i in order)
+        groups: dict[tuple[str, int], list[Link]] = {}
+        for i in order:
+            link = self.links[i]
+            bones = link.bones
+            ok = ok and all(int(sk.parent[b]) == a for a, b in itertools.pairwise(bones))
+            groups.setdefault((link.chain.solver, len(bones)), []).append(link)
+        if not ok:
+            self.many[key] = None
+            return None
+        batches = []
+        for (solver, _n), links in groups.items():
+            idx = np.asarray([link.bones for link in links], dtype=np.int64)
+            batches.append(
+                _Batch(
+                    solver,
+                    idx,
+                    np.asarray([link.parent for link in links], dtype=np.int64),
+                    sk.rest_rel[idx],
+                    self.snap.lengths[idx[:, -1]],
+                    [link.chain for link in links],
+                    [sk.names[link.bones[-1]] for link in links],
+                    [k for k, link in enumerate(links) if link.chain.pole is not None],
+                )
+            )
+        flat = np.concatenate([b.bones.ravel() for b in batches])
+        order_b = np.lexsort((flat, sk.depth[flat]))  # parents before children, as `core.solve`
+        many = _Many(batches, flat[order_b].tolist(), order_b)
+        self.many[key] = many
+        return many
+
+    def solve_many(
+        self,
+        many: _Many,
+        pose: F64,
+        world: F64,
+        targets: dict[int, F64],
+        poles: dict[int, F64],
+        angles: dict[int, float],
+    ) -> tuple[list[int], F64, dict[int, ChainOutcome]]:
+        """Solve the links of `many` (`batchable`) in numpy batches, as `core.solve` solves one frame of them
+        (the same arrays, solvers and outcomes), without its working pose of the whole armature.
+
+        `pose`: (B, 4, 4) armature-space pose matrices as Blender evaluated them; `world`: (4, 4); `targets`,
+        `poles`: (4, 4) world matrices by chain index; `angles`: pole angles. Returns the solved bones
+        (parents first), their (1, n, 3, 3) basis rotations and each chain's outcome.
+        """
+        settings = self.snap.settings
+        space = Space.of(world[None])
+        scale = float(space.scale[0])
+        tolerance = float(settings.tolerance) / scale
+        frames_out = []
+        outcomes: dict[int, ChainOutcome] = {}
+        for batch in many.batches:
+            idx = batch.bones
+            k, n = idx.shape
+            mats = pose[idx]  # (K, N, 4, 4)
+            frames, scales = convert.rotation_parts(mats[..., :3, :3])
+            positions = np.empty((k, n + 1, 3))
+            positions[:, :n] = mats[..., :3, 3]
+            positions[:, n] = mats[:, -1, :3, 3] + mats[:, -1, :3, 1] * batch.tip_lengths[:, None]
+            offsets = np.einsum("knji,knj->kni", frames, positions[:, 1:] - positions[:, :-1])
+            base = np.empty((k, 3, 3))
+            rooted = batch.parents >= 0
+            base[rooted] = convert.rotation_parts(pose[batch.parents[rooted], :3, :3])[0]
+            base[~rooted] = np.eye(3)
+            goals = space.points_of(np.stack([targets[c.index] for c in batch.chains])[None])[0]
+            pole_at = None
+            if batch.poled:
+                pole_at = np.full((k, 3), np.nan)
+                pole_mats = np.stack([poles[batch.chains[j].index] for j in batch.poled])
+                pole_at[batch.poled] = space.points_of(pole_mats[None])[0]
+                for j in batch.poled:
+                    angle = angles.get(batch.chains[j].index, 0.0)
+                    if angle:
+                        pole_at[j] = _turn_rows(pole_at[j], positions[j, 0], goals[j], angle)
+            limits = cached_limits(self.snap, idx.tolist())
+            problem = ChainProblem.trusted(
+                positions,
+                frames,
+                offsets,
+                batch.rest_rel,
+                base,
+                goals,
+                pole_at,
+                limits,
+                tolerance,
+                int(settings.max_iterations),
+                settings.roll_mode,
+            )
+            result = solver_for(batch.solver, k)(problem)
+            solved = result.frames  # (K, N, 3, 3)
+            # The tip's tail as the full solve measures it: its head, and its Y axis at the bone's scale.
+            tails = result.positions[:, n - 1] + solved[:, -1, :, 1] * (scales[:, -1, 1] * batch.tip_lengths)[:, None]
+            residuals = np.linalg.norm(tails - goals, axis=1) * scale
+            found = outcomes_of(
+                residuals[None],
+                result.iterations.astype(np.float64)[None],
+                result.status[None],
+                float(settings.tolerance),
+                batch.tips,
+            )
+            for c, out in zip(batch.chains, found, strict=True):
+                note = self.snap.plan.notes.get(c.index)
+                if note and not out.message:
+                    out.message = note
+                outcomes[c.index] = out
+            parents = np.empty_like(solved)
+            parents[:, 0] = base
+            parents[:, 1:] = solved[:, :-1]
+            frames_out.append(local_rotations(solved, parents, batch.rest_rel).reshape(k * n, 3, 3))
+        basis = np.concatenate(frames_out)[many.at][None]
+        return many.bones, basis, outcomes
 
     def _shape(self, link: Link, mats: list[Matrix], base: Quaternion) -> Chain:
         """The chain's local geometry (offsets, lengths, reference frames, limits) from its bones' pose."""
@@ -340,9 +495,11 @@ class Program:
         channels: Channels,
         new: dict[int, Matrix],
         out: Outcomes,
+        mirror: NDArray[np.float32] | None,
+        mirror_at: dict[int, int],
     ) -> Vector:
-        """Write a solved link's rotations into `channels`, note its bones' new poses (for links below);
-        return its tip relative to its root."""
+        """Write a solved link's rotations into `channels` (and a changed row into `mirror` at
+        `mirror_at[bone]`), note its bones' new poses (for links below); return its tip relative to its root."""
         carry = bool(link.below)
         parent_inv = base_q.conjugated()
         rel = Vector()
@@ -366,6 +523,9 @@ class Program:
                     row[:] = values
                     out.changed.add(attr)
                     out.written.append((b, attr))
+                    if mirror is not None:
+                        at = mirror_at[b]
+                        mirror[at : at + row.shape[0]] = row
                     break
             if carry:
                 # The bone's new pose, for chains below: its head, the solved rotation, its scale as it was.
@@ -374,6 +534,17 @@ class Program:
             rel = rel + q @ shape.offsets[k]
             parent_inv = q.conjugated()
         return rel
+
+
+def _turn_rows(pole: F64, root: F64, goal: F64, angle: float) -> F64:
+    """`pole` turned by `angle` about the root -> goal axis, on numpy rows (`core.solve._turn_poles`)."""
+    axis = goal - root
+    norm = float(np.linalg.norm(axis))
+    axis = axis / max(norm, 1e-300) if norm > 1e-12 else np.zeros(3)
+    v = pole - root
+    cos, sin = math.cos(angle), math.sin(angle)
+    out: F64 = root + v * cos + np.cross(axis, v) * sin + float(axis @ v) * axis * (1.0 - cos)
+    return out
 
 
 def _turn(pole: Vector, root: Vector, goal: Vector, angle: float) -> Vector:

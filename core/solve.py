@@ -67,7 +67,7 @@ else:
     )
 
 
-def _solver(name: str, rows: int) -> Callable[[ChainProblem], SolveResult]:
+def solver_for(name: str, rows: int) -> Callable[[ChainProblem], SolveResult]:
     """The solver for `rows` chain rows of one kind: scalar for a few rows of one frame, else the batch."""
     scalar = SCALAR.get(name)
     return scalar[0] if scalar is not None and rows <= scalar[1] else SOLVERS[name]
@@ -475,14 +475,14 @@ class _Work:
 
 
 @dataclass
-class _Space:
+class Space:
     """World <-> armature space for each frame (uniform scale, checked by `rig_problem`)."""
 
     inv_world: F64  # (F,4,4)
     scale: F64  # (F,)
 
     @classmethod
-    def of(cls, world: F64) -> _Space:
+    def of(cls, world: F64) -> Space:
         # World matrices here are rotation x uniform scale + translation (rig_problem refuses anything else),
         # so the inverse is closed-form: A^-1 = A^T / s^2. A general 4x4 inverse costs far more per update.
         a = world[:, :3, :3]
@@ -611,7 +611,7 @@ def _outcome(residuals: F64, iterations: F64, statuses: Sequence[str], tolerance
     return ChainOutcome(True, message, float(iterations.mean()), residual, reached, status, residuals, iterations)
 
 
-def _outcomes(
+def outcomes_of(
     residuals: F64,
     iterations: F64,
     codes: NDArray[np.int8],
@@ -727,7 +727,7 @@ def _solve_batch(
     solver: str,
     chains: list[ChainPlan],
     inputs: Inputs,
-    space: _Space,
+    space: Space,
     report: RigReport,
     smooth: bool = False,
 ) -> None:
@@ -804,7 +804,7 @@ def _solve_batch(
                 # output, or products of those: rotations to float64 rounding, so the solver need not re-check.
                 exact_rotations=True,
             )
-        result = (_solver(solver, k) if f == 1 else SOLVERS[solver])(problem)
+        result = (solver_for(solver, k) if f == 1 else SOLVERS[solver])(problem)
         flat = [b for row in rows for b in row]
         if factors is not None and divisors is not None:
             _rescale(work, chains, rows, factors, divisors)
@@ -820,7 +820,7 @@ def _solve_batch(
         its, codes = np.zeros((f, k)), np.zeros((f, k), dtype=np.int8)  # code 0: CONVERGED
     tip_names = [work.sk.names[b] for b in tips]
     # A one-bone chain with Use Target Rotation has no bone left to solve (`result` is None): its own message.
-    outcomes = _outcomes(residuals, its, codes, float(settings.tolerance), tip_names, result is None, factors)
+    outcomes = outcomes_of(residuals, its, codes, float(settings.tolerance), tip_names, result is None, factors)
     for c, outcome in zip(chains, outcomes, strict=True):
         report.outcomes[c.index] = outcome
 
@@ -945,7 +945,7 @@ def _solve_tree(
     work: _Work,
     group: Group,
     inputs: Inputs,
-    space: _Space,
+    space: Space,
     report: RigReport,
     smooth: bool = False,
 ) -> None:
@@ -1067,7 +1067,7 @@ def _solve_levels(
     work: _Work,
     groups: list[Group],
     inputs: Inputs,
-    space: _Space,
+    space: Space,
     report: RigReport,
     smooth: bool,
     dropped: Sequence[Group] = (),
@@ -1229,7 +1229,7 @@ def _blend_level(
     work: _Work,
     groups: Sequence[Group],
     inputs: Inputs,
-    space: _Space,
+    space: Space,
     report: RigReport,
     held: dict[int, tuple[F64, F64, F64]],
 ) -> None:
@@ -1303,7 +1303,7 @@ def _blend_stretch(work: _Work, g: Group, inputs: Inputs) -> dict[int, F64]:
 
 
 def _reoutcome(
-    work: _Work, c: ChainPlan, inputs: Inputs, space: _Space, report: RigReport, tolerance: float, w: F64
+    work: _Work, c: ChainPlan, inputs: Inputs, space: Space, report: RigReport, tolerance: float, w: F64
 ) -> None:
     """A blended chain's outcome, measured on the blended pose (its IK outcome's iterations kept)."""
     ik = report.outcomes[c.index]
@@ -1449,7 +1449,7 @@ def solve(
     groups = _usable_groups(snap, limited, inputs, sc, report, channels)
     kept = {id(g) for g in groups}
     dropped = [g for g in limited if id(g) not in kept]
-    _solve_levels(snap, work, groups, inputs, _Space.of(inputs.world), report, smooth, dropped)
+    _solve_levels(snap, work, groups, inputs, Space.of(inputs.world), report, smooth, dropped)
     for i, note in plan.notes.items():
         if i in report.outcomes and report.outcomes[i].valid and not report.outcomes[i].message:
             report.outcomes[i].message = note

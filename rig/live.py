@@ -388,8 +388,8 @@ class _Lean:
     chains: dict[int, tuple[bpy.types.Object, bpy.types.Object | None, int, int]] = field(default_factory=dict)
     by_uid: dict[int, list[int]] = field(default_factory=dict)  # object session_uid -> its chains' indices
     angles: dict[int, float] = field(default_factory=dict)
-    store_at: dict[int, int] = field(default_factory=dict)  # bone -> its row's offset in the FK store's array
-    store_off: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # same, by bone
+    held_at: dict[int, int] = field(default_factory=dict)  # bone -> where its written values go in the FK store
+    store_off: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # bone -> its FK row
     snap: Snapshot | None = None  # what `program` was compiled from (the batch path solves on it too)
     store_names: str = ""
     store_size: int = -1
@@ -451,7 +451,8 @@ def _check(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean) -> bool:
                 if row is None or int(store.rows[row, fk.MODE]) != int(modes[b]):
                     return False  # a bone Reach IK has not written yet: its FK value is not stored
                 at[b] = row * fk.WIDTH
-        lean.store_at, lean.store_names, lean.store_size = at, text, held.shape[0]
+        lean.held_at = {b: offset + fk.WRITTEN.start for b, offset in at.items()}
+        lean.store_names, lean.store_size = text, held.shape[0]
         lean.store_off = np.full(len(names), -1, dtype=np.int64)
         lean.store_off[list(at)] = list(at.values())
     lean.seen = {}
@@ -593,31 +594,31 @@ def _lean_scalar(
         poles,
         lean.angles,
         channels,
+        held,  # the channels hold what Reach IK wrote; their FK values stand (nothing else changed them)
+        lean.held_at,
     )
     if result.changed:
         for attr in sorted(result.changed):
             pose_bones.foreach_set(attr, channels[attr].ravel())
         obj.update_tag(refresh={"DATA"})
-        # The channels hold what Reach IK wrote; their FK values stand (nothing else changed them).
-        for b, attr in result.written:
-            value = channels[attr][b]
-            offset = lean.store_at[b] + fk.WRITTEN.start
-            held[offset : offset + value.shape[0]] = value
     return result.outcomes
 
 
 def _lean_batch(
     obj: bpy.types.Object, lean: _Lean, order: list[int], channels: armature.Channels, held: fk.F32
 ) -> dict[int, ChainOutcome] | None:
-    """Solve links `order` of the compiled program in the full solve (`core.solve`, its numpy batches), on the
-    plan and snapshot compiled with it: only the pose, the armature's, targets' and poles' world matrices
-    are read. Writes what changed; None (nothing written) when an input is broken (NaN, infinite)."""
+    """Solve links `order` of the compiled program in numpy batches: only the pose, the armature's, targets'
+    and poles' world matrices are read. Writes what changed; None (nothing written) when an input is broken
+    (NaN, infinite).
+
+    Links that hang below none of the others take the program's own batches (`Program.solve_many`: the
+    full solve's arrays and solvers for these chains alone); stacked ones take the full solve (`core.solve`,
+    its levels) on the plan and snapshot compiled with the program."""
     program = lean.program
     assert isinstance(program, Program) and lean.snap is not None
     wanted = {program.links[j].chain.index for j in order}
     # A view of the plan (its cached lengths and limits), as the full path's `select` makes.
     plan = replace(lean.plan, groups=[g for g in lean.plan.groups if g.chains[0].index in wanted])
-    snap = replace(lean.snap, plan=plan)
     controls = {i: (target, pole) for i, (target, pole, _t, _p) in lean.chains.items()}
     inputs = read_inputs(
         obj,
@@ -625,29 +626,36 @@ def _lean_batch(
         armature.pose_matrices(obj),
         armature.WorldMatrices(),
         channels["scale"],
-        sk_now=snap.sk,
+        sk_now=lean.snap.sk,
         controls_now=controls,
         angles_now=lean.angles,
     )
-    if core.check_inputs(snap.sk, plan, obj.name, inputs):
+    if core.check_inputs(lean.snap.sk, plan, obj.name, inputs):
         return None
-    report = RigReport()
-    modes = np.frombuffer(lean.modes, dtype=np.int32)
-    solved = core.solve(snap, inputs, report, channels=channels)
-    if solved.bones:
-        rows = np.asarray(solved.bones, dtype=np.int64)
+    many = program.batchable(order)
+    if many is not None:
+        targets = {i: m[0] for i, m in inputs.targets.items()}
+        poles = {i: m[0] for i, m in inputs.poles.items()}
+        bones, basis, outcomes = program.solve_many(many, inputs.pose[0], inputs.world[0], targets, poles, lean.angles)
+    else:
+        report = RigReport()
+        solved = core.solve(replace(lean.snap, plan=plan), inputs, report, channels=channels)
+        bones, basis, outcomes = solved.bones, solved.basis, report.outcomes
+    if bones:
+        modes = np.frombuffer(lean.modes, dtype=np.int32)
+        rows = np.asarray(bones, dtype=np.int64)
         before = {attr: channels[attr][rows].copy() for attr in _ROTATION_ATTRS}
-        changed = armature.rotations_to_channels(obj, solved.bones, solved.basis[0], channels, modes)
+        changed = armature.rotations_to_channels(obj, bones, basis[0], channels, modes)
         for attr in sorted(changed):
             obj.pose.bones.foreach_set(attr, channels[attr].ravel())
             # The channels hold what Reach IK wrote; their FK values stand (nothing else changed them).
             now = channels[attr][rows]
-            bones = rows[(now != before[attr]).any(axis=1)]
-            at = lean.store_off[bones][:, None] + (fk.WRITTEN.start + np.arange(now.shape[1]))
-            held[at] = channels[attr][bones]
+            moved = rows[(now != before[attr]).any(axis=1)]
+            at = lean.store_off[moved][:, None] + (fk.WRITTEN.start + np.arange(now.shape[1]))
+            held[at] = channels[attr][moved]
         if changed:
             obj.update_tag(refresh={"DATA"})
-    return report.outcomes
+    return outcomes
 
 
 _ROTATION_ATTRS = tuple(attr for attr, _width in armature.ROTATION_CHANNELS)

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 import bpy
 import bpy_session
 import numpy as np
+from mathutils import Vector
 import pytest
 import rigs
 
@@ -195,12 +196,13 @@ def test_a_blended_chain_is_the_full_paths() -> None:
     assert ch.is_valid and ch.message.startswith("blended"), ch.message
 
 
-def _many(program: bool, eulers: bool = False) -> bpy.types.Object:
-    """30 three-bone chains in a row (the first five in Euler 'XZY' with `eulers`), solved once."""
+def _many(program: bool, eulers: bool = False, poles: bool = False, stacked: bool = False) -> bpy.types.Object:
+    """30 three-bone chains in a row (the first five in Euler 'XZY' with `eulers`), solved once. `poles`:
+    each with a pole to its side and a Pole Angle; `stacked`: the first ten with a two-bone chain below."""
     bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
     bones = []
     for c in range(30):
-        for name, parent, head, tail, conn in demo_rigs.chain_bones(f"c{c}", 3, 0.1):
+        for name, parent, head, tail, conn in demo_rigs.chain_bones(f"c{c}", 5 if stacked and c < 10 else 3, 0.1):
             bones.append(
                 (name, parent, (head[0] + 0.5 * c, head[1], head[2]), (tail[0] + 0.5 * c, tail[1], tail[2]), conn)
             )
@@ -210,7 +212,14 @@ def _many(program: bool, eulers: bool = False) -> bpy.types.Object:
             for b in range(3):
                 obj.pose.bones[f"c{c}.{b:03d}"].rotation_mode = "XZY"
     for c in range(30):
-        rigs.add_chain(obj, f"c{c}.002", 3, rigs.empty(f"t{c}", obj.pose.bones[f"c{c}.002"].tail))
+        tip = obj.pose.bones[f"c{c}.002"]
+        pole = rigs.empty(f"p{c}", tip.head + Vector((0.0, 0.3, 0.0))) if poles else None
+        ch = rigs.add_chain(obj, f"c{c}.002", 3, rigs.empty(f"t{c}", tip.tail), pole=pole)
+        if poles:
+            ch.pole_angle = 0.3
+    for c in range(10 if stacked else 0):
+        # At the tip's head: well within reach wherever the chain above takes the root.
+        rigs.add_chain(obj, f"c{c}.004", 2, rigs.empty(f"u{c}", obj.pose.bones[f"c{c}.004"].head))
     with _program(program):
         rigs.update()
         rigs.update()
@@ -225,14 +234,18 @@ def _drag_many(obj: bpy.types.Object, step: int) -> None:
         loc.y += 0.01 * math.cos(0.4 * step + k)
 
 
-@pytest.mark.parametrize("eulers", [False, True], ids=["quaternions", "eulers"])
-def test_many_chains_at_once_take_the_batches_and_match_the_full_solve(eulers: bool) -> None:
-    """Above the scalar threshold (`solvers.scalar.SCALAR_MAX_CHAINS`) the compiled program solves in the
-    full solve's numpy batches, reading only the pose and the targets; what Blender shows is the full path's."""
+@pytest.mark.parametrize(
+    "kind", ["quaternions", "eulers", "poles", "stacked"], ids=["quaternions", "eulers", "poles", "stacked"]
+)
+def test_many_chains_at_once_take_the_batches_and_match_the_full_solve(kind: str) -> None:
+    """Above the scalar threshold (`solvers.scalar.SCALAR_MAX_CHAINS`) the compiled program solves in numpy
+    batches, reading only the pose and the targets: side by side chains in its own (`Program.solve_many`),
+    stacked ones in the full solve's levels. What Blender shows is the full path's."""
     live = _live()
     runs = []
+    options = {"eulers": kind == "eulers", "poles": kind == "poles", "stacked": kind == "stacked"}
     for program in (True, False):
-        obj = _many(program, eulers)
+        obj = _many(program, **options)
         batches, solves = live.batch_solve_count(obj), live.program_solve_count(obj)
         poses, statuses = [], []
         with _program(program):
@@ -243,6 +256,10 @@ def test_many_chains_at_once_take_the_batches_and_match_the_full_solve(eulers: b
                 statuses.append([(ch.is_valid, ch.message, ch.residual) for ch in obj.reach_ik.chains])
         assert max(_tip_miss(obj, ch.name) for ch in obj.reach_ik.chains) <= TOL
         runs.append((poses, statuses, live.batch_solve_count(obj) - batches, live.program_solve_count(obj) - solves))
+        if program:
+            # Which batches: the program's own for chains side by side, the full solve's for stacked ones.
+            many = list(live.cache.programs[obj.session_uid].program.many.values())
+            assert len(many) == 1 and (many[0] is None) == (kind == "stacked")
     (lean_poses, lean_status, lean_batches, lean_solves), (full_poses, full_status, full_batches, _) = runs
     assert (lean_batches, lean_solves, full_batches) == (4, 4, 0), "every drag took the batches, with the program"
     for step, (a, b) in enumerate(zip(lean_poses, full_poses, strict=True)):
