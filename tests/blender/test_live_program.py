@@ -13,9 +13,9 @@ from contextlib import contextmanager
 import bpy
 import bpy_session
 import numpy as np
-from mathutils import Vector
 import pytest
 import rigs
+from mathutils import Vector
 
 from demo import rigs as demo_rigs
 
