@@ -207,7 +207,10 @@ class _Transaction:
         for i, w in self.influences.items():
             chains[i].influence = w
         if self.store is not None:
+            # Names and rows together: the store may have gained rows since it was read, and the old rows
+            # under the new names would read as a damaged store (every kept FK pose lost).
             self.store.changed = True
+            self.store.names_text = None
             self.store.write(self.obj)
 
     def commit(self) -> None:

@@ -650,3 +650,29 @@ def test_rigify_human_switches_to_fk_and_refuses_a_snap_its_constraints_would_un
     rigs.update()
     turned = max(_basis(obj, b).rotation_difference(q).angle for b, q in zip(arm, held, strict=True))
     assert turned < 1e-6, f"at Influence 0 the hand IK control turned an arm bone by {turned:.3g} rad"
+
+
+def test_a_failed_operation_puts_the_fk_store_back_whole() -> None:
+    """Undoing an operation that failed restores the FK store's bone names with its rows: a store that gained
+    a row meanwhile (a bone it had not held) must not end up with the old rows under the new names, which
+    reads as a damaged store and loses every kept FK pose."""
+    rig = _rig()
+    obj = rig.obj
+    fk, ikfk = _module("rig.fk"), _module("rig.ikfk")
+    names_before = obj[fk.NAMES_KEY]
+    rows_before = np.array(memoryview(obj[fk.ROWS_KEY]), dtype=np.float32)
+    kept = fk.Store.read(obj)
+    assert kept.names, "live solving stored the chain bones' FK values"
+    with pytest.raises(RuntimeError, match="an operation fails"):
+        with ikfk._transaction(obj) as tx:
+            tx.save_fk()
+            grown = fk.Store.read(obj)
+            extra = next(n for n in _every_bone(obj) if n not in grown.index)
+            names = [*grown.names, extra]
+            fk.Store(names, np.vstack([grown.rows, grown.rows[:1]]), changed=True).write(obj)
+            assert fk.Store.read(obj).names == names
+            raise RuntimeError("an operation fails")
+    assert obj[fk.NAMES_KEY] == names_before
+    assert np.array(memoryview(obj[fk.ROWS_KEY]), dtype=np.float32).tobytes() == rows_before.tobytes()
+    back = fk.Store.read(obj)
+    assert back.names == kept.names and back.rows.tobytes() == kept.rows.tobytes()
