@@ -355,6 +355,7 @@ def sweep(c: Chain, aims: Positions) -> tuple[Positions, Frames]:
     need_ref = not keep_mode or c.limits is not None
     parent = c.base
     head = c.root
+    limits = c.limits
     for i in range(c.n):
         ref = product(parent, c.ref_local[i]) if need_ref else None
         if ref is None or keep_mode:
@@ -364,10 +365,18 @@ def sweep(c: Chain, aims: Positions) -> tuple[Positions, Frames]:
             start = ref
             current = ref @ c.directions[i]
         # An aim on the head gives no direction: the bone keeps the one its roll mode starts from.
-        direction = normalize(aims[i + 1] - head, current)
-        frame = aim_frame(direction, c.directions[i], start, current)
-        if ref is not None and c.limits is not None:
-            limit = c.limits[i]
+        aim = aims[i + 1] - head
+        n = aim.length
+        direction = aim / n if n > TINY else current
+        # `aim_frame` written out for the usual turn (no helper calls: a sweep runs on every bone several
+        # times per solve); a reversed segment takes the helpers' careful route.
+        if current.dot(direction) > _WIDE:
+            frame = current.rotation_difference(direction) @ start
+            frame.normalize()
+        else:
+            frame = aim_frame(direction, c.directions[i], start, current)
+        if ref is not None and limits is not None:
+            limit = limits[i]
             if limit is not None:
                 frame = limit_frame(ref, frame, limit)
         frames.append(frame)
