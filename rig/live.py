@@ -511,23 +511,32 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
             m = read[row] = ob.matrix_world.copy()
         return m
 
-    changed = []
+    changed: list[int] = []
     moved: dict[int, tuple[float, ...]] = {}  # row -> the translation read now, where it changed
-    for i in sorted(touched):
-        target, pole, t_row, p_row = lean.chains[i]
-        for ob, row in ((target, t_row), (pole, p_row)):
-            if ob is None:
-                continue
-            # Only where it is matters (no chain here takes a target's rotation): a turned Empty is no change
-            # here, and the next full check (which compares whole matrices) solves its chain again, to the
-            # same pose.
-            t = matrix(ob, row).translation
-            at = (t.x, t.y, t.z)
-            if at != lean.seen.get(row):
-                if not abs(at[0]) + abs(at[1]) + abs(at[2]) < 1e30:
-                    return False  # NaN or infinite: the full path refuses it with a message
-                moved[row] = at
-                changed.append(i)
+    world: armature.WorldMatrices | None = None
+    if len(touched) > SCALAR_MAX_CHAINS:
+        # Many chains (the batch route below): every object's matrix in one bulk read, compared at once.
+        world = armature.WorldMatrices()
+        found = _moved_many(lean, last.mats, touched, world)
+        if found is None:
+            return False  # NaN or infinite: the full path refuses it with a message
+        changed, moved = found
+    else:
+        for i in sorted(touched):
+            target, pole, t_row, p_row = lean.chains[i]
+            for ob, row in ((target, t_row), (pole, p_row)):
+                if ob is None:
+                    continue
+                # Only where it is matters (no chain here takes a target's rotation): a turned Empty is no
+                # change here, and the next full check (which compares whole matrices) solves its chain
+                # again, to the same pose.
+                t = matrix(ob, row).translation
+                at = (t.x, t.y, t.z)
+                if at != lean.seen.get(row):
+                    if not abs(at[0]) + abs(at[1]) + abs(at[2]) < 1e30:
+                        return False  # NaN or infinite: the full path refuses it with a message
+                    moved[row] = at
+                    changed.append(i)
     cache.checks[uid] = cache.checks.get(uid, 0) + 1
     if not changed:
         return True
@@ -540,18 +549,18 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
     if len(order) > SCALAR_MAX_CHAINS:
         # Many chains at once: the full solve's numpy batches are faster than one scalar solve after another
         # (bench/scalar.py), on inputs read here without the full path's reading and comparing.
-        outcomes = _lean_batch(obj, lean, order, last.arrays, held)
+        outcomes = _lean_batch(obj, lean, order, last.arrays, held, world)
         if outcomes is None:
             return False  # broken inputs: the full path refuses them with a message
         cache.batch_solves[uid] = cache.batch_solves.get(uid, 0) + 1
     else:
         outcomes = _lean_scalar(obj, lean, order, matrix, last.arrays, held)
-    for row, where in moved.items():
-        lean.seen[row] = where
-        # Only the translation (all the program reads): converting a whole Matrix costs ~17 us. A turned
-        # target leaves its row's rotation stale, which can only make the next full check solve its chain
-        # again, to the same pose.
-        last.mats[row, :3, 3] = where
+    # Only the translation (all the program reads): converting a whole Matrix costs ~17 us. A turned target
+    # leaves its row's rotation stale, which can only make the next full check solve its chain again, to the
+    # same pose.
+    lean.seen.update(moved)
+    if moved:
+        last.mats[list(moved), :3, 3] = list(moved.values())
     last.channels = None
     cache.stats[uid] = cache.stats.get(uid, 0) + 1
     cache.program_solves[uid] = cache.program_solves.get(uid, 0) + 1
@@ -604,12 +613,44 @@ def _lean_scalar(
     return result.outcomes
 
 
+def _moved_many(
+    lean: _Lean, mats: F64, touched: set[int], world: armature.WorldMatrices
+) -> tuple[list[int], dict[int, tuple[float, ...]]] | None:
+    """`_lean`'s moved test for many chains at once: the chains among `touched` whose target or pole is no
+    longer where the fingerprint's `mats` has it, and those objects' rows with where they are now; None when
+    one of them is not at a finite place."""
+    objects: list[bpy.types.Object] = []
+    rows: list[int] = []
+    owners: list[int] = []
+    for i in touched:
+        target, pole, t_row, p_row = lean.chains[i]
+        objects.append(target)
+        rows.append(t_row)
+        owners.append(i)
+        if pole is not None:
+            objects.append(pole)
+            rows.append(p_row)
+            owners.append(i)
+    now = world.of(objects)[:, :3, 3]
+    differ = np.flatnonzero((now != mats[rows, :3, 3]).any(axis=1))
+    if not (np.abs(now[differ]).sum(axis=1) < 1e30).all():
+        return None
+    at = now[differ].tolist()
+    changed = sorted({owners[k] for k in differ.tolist()})
+    return changed, {rows[k]: tuple(xyz) for k, xyz in zip(differ.tolist(), at, strict=True)}
+
+
 def _lean_batch(
-    obj: bpy.types.Object, lean: _Lean, order: list[int], channels: armature.Channels, held: fk.F32
+    obj: bpy.types.Object,
+    lean: _Lean,
+    order: list[int],
+    channels: armature.Channels,
+    held: fk.F32,
+    world: armature.WorldMatrices | None = None,
 ) -> dict[int, ChainOutcome] | None:
     """Solve links `order` of the compiled program in numpy batches: only the pose, the armature's, targets'
-    and poles' world matrices are read. Writes what changed; None (nothing written) when an input is broken
-    (NaN, infinite).
+    and poles' world matrices are read (`world`: already read). Writes what changed; None (nothing written)
+    when an input is broken (NaN, infinite).
 
     Links that hang below none of the others take the program's own batches (`Program.solve_many`: the
     full solve's arrays and solvers for these chains alone); stacked ones take the full solve (`core.solve`,
@@ -624,7 +665,7 @@ def _lean_batch(
         obj,
         plan,
         armature.pose_matrices(obj),
-        armature.WorldMatrices(),
+        armature.WorldMatrices() if world is None else world,
         channels["scale"],
         sk_now=lean.snap.sk,
         controls_now=controls,

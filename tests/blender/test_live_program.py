@@ -300,3 +300,38 @@ def test_fk_values_survive_batch_drags() -> None:
     ch.influence = 0.0  # back to FK: exactly the values posed by hand
     rigs.update()
     assert [np.array(pbs[n].rotation_quaternion, dtype=np.float32).tobytes() for n in names] == fk
+
+
+def test_a_broken_target_among_many_moved_changes_nothing_and_says_why() -> None:
+    """A target at NaN among many moved chains (the bulk moved test of the batch route): nothing is written,
+    and the chain says why (the full path refuses it); once it is sound again the batches take over again."""
+    obj = _many(True)
+    live = _live()
+    batches = live.batch_solve_count(obj)
+    before = _evaluated_pose(obj)
+    channels = {attr: [tuple(getattr(pb, attr)) for pb in obj.pose.bones] for attr in ("rotation_quaternion",)}
+    chains = obj.reach_ik.chains
+    _drag_many(obj, 0)
+    chains[4].target.location.x = math.nan
+    rigs.update()
+    assert live.batch_solve_count(obj) == batches, "the batches refused the update"
+    assert not chains[4].is_valid and "NaN or infinite" in chains[4].message
+    bones = {f"c4.{b:03d}" for b in range(3)}
+    now = _evaluated_pose(obj)
+    names = [pb.name for pb in obj.pose.bones]
+    for k, name in enumerate(names):
+        if name in bones:
+            assert np.array_equal(now[k], before[k]), f"{name} of the broken chain moved"
+    assert [tuple(pb.rotation_quaternion) for pb in obj.pose.bones if pb.name in bones] == [
+        channels["rotation_quaternion"][k] for k, name in enumerate(names) if name in bones
+    ]
+    chains[4].target.location = obj.matrix_world @ obj.pose.bones["c4.002"].tail  # back where it was
+    rigs.update()
+    # The broken chain's bones were never written by live solving (their targets sat on the tips): the first
+    # drag solves them on the full path, which notes them in the FK store; then the batches take over again.
+    for step in (1, 2):
+        _drag_many(obj, step)
+        rigs.update()
+    assert live.batch_solve_count(obj) > batches
+    assert all(ch.is_valid for ch in chains)
+    assert max(_tip_miss(obj, ch.name) for ch in chains) <= TOL
