@@ -32,6 +32,7 @@ import numpy as np
 from mathutils import Euler, Matrix, Quaternion, Vector
 from numpy.typing import NDArray
 
+from ..solvers.limits import JointLimits
 from ..solvers.scalar import chain_limits
 from ..solvers.scalar._chain import (
     BoneLimit,
@@ -118,6 +119,7 @@ class _Batch:
     chains: list[ChainPlan]
     tips: list[str]  # tip bones' names
     poled: list[int]  # rows with a pole
+    limits: JointLimits | None  # the plan's (a limit change makes a new plan, and a new program)
 
 
 @dataclass
@@ -370,6 +372,7 @@ class Program:
                     [link.chain for link in links],
                     [sk.names[link.bones[-1]] for link in links],
                     [k for k, link in enumerate(links) if link.chain.pole is not None],
+                    cached_limits(self.snap, idx.tolist()),
                 )
             )
         flat = np.concatenate([b.bones.ravel() for b in batches])
@@ -395,7 +398,7 @@ class Program:
         (parents first), their (1, n, 3, 3) basis rotations and each chain's outcome.
         """
         settings = self.snap.settings
-        space = Space.of(world[None])
+        space = _space_of(world)
         scale = float(space.scale[0])
         tolerance = float(settings.tolerance) / scale
         frames_out = []
@@ -423,7 +426,6 @@ class Program:
                     angle = angles.get(batch.chains[j].index, 0.0)
                     if angle:
                         pole_at[j] = _turn_rows(pole_at[j], positions[j, 0], goals[j], angle)
-            limits = cached_limits(self.snap, idx.tolist())
             problem = ChainProblem.trusted(
                 positions,
                 frames,
@@ -432,7 +434,7 @@ class Program:
                 base,
                 goals,
                 pole_at,
-                limits,
+                batch.limits,
                 tolerance,
                 int(settings.max_iterations),
                 settings.roll_mode,
@@ -534,6 +536,18 @@ class Program:
             rel = rel + q @ shape.offsets[k]
             parent_inv = q.conjugated()
         return rel
+
+
+def _space_of(world: F64) -> Space:
+    """`core.solve.Space.of` for one (4, 4) world matrix, on Python floats (a dozen numpy calls on one small
+    matrix cost ~90 us inside a live update): rotation x uniform scale + translation, so A^-1 = A^T / s^2."""
+    (a00, a01, a02, t0), (a10, a11, a12, t1), (a20, a21, a22, t2) = world[:3].tolist()
+    det = a00 * (a11 * a22 - a12 * a21) - a01 * (a10 * a22 - a12 * a20) + a02 * (a10 * a21 - a11 * a20)
+    scale = abs(det) ** (1.0 / 3.0)
+    k = 1.0 / (scale * scale)
+    rows = ((a00 * k, a10 * k, a20 * k), (a01 * k, a11 * k, a21 * k), (a02 * k, a12 * k, a22 * k))
+    inv = [[*r, -(r[0] * t0 + r[1] * t1 + r[2] * t2)] for r in rows]
+    return Space(np.array([[*inv, [0.0, 0.0, 0.0, 1.0]]]), np.array([scale]))
 
 
 def _turn_rows(pole: F64, root: F64, goal: F64, angle: float) -> F64:
