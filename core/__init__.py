@@ -5,5 +5,5 @@ solved bone rotations and chain outcomes (batching chains per solver, chains bel
 forward kinematics, status messages), and `rig/` writes the result back. The live handler and the bake use
 the same flow; `tests/unit` exercises it without Blender. `live.Program` is the same rig compiled for
 live updates that move only targets and poles: plain chains solved one at a time on mathutils (the one
-module here that imports it; tested in the bpy tier).
+module here that imports it; tested in the bpy tier), or many at once in the numpy batches.
 """

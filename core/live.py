@@ -1,4 +1,5 @@
-"""The live program: a rig's planned chains compiled once, then solved per update on ``mathutils`` alone.
+"""The live program: a rig's planned chains compiled once, then solved per update on ``mathutils`` (or, for
+many chains at once, in numpy batches).
 
 A live update that moves one or two targets solves a handful of small chains. `core.solve` builds numpy
 arrays for the whole rig on every call (a working pose, a space, batches, outcomes), and on a character
@@ -9,7 +10,8 @@ on demand), carried along below chains solved earlier in the same update; one sc
 (`solvers.scalar`, the kernels `core.solve` uses for live updates too, so both paths give the same pose up
 to float32 rounding, tested); basis rotations written into the channel arrays in each bone's own rotation
 mode, with the same continuity and "moved by more than rounding" rules as `rig.armature`; and each chain's
-outcome with the same message.
+outcome with the same message. When many chains move at once (`Program.solve_many`) they are solved instead
+in the rig core's numpy batches, batched as `core.solve` batches them, on the few arrays those chains need.
 
 Only plain rigs are compiled (`Program.build` says why not): single chains (no trees), Start From
 'Current', Influence 1, no Soft or Stretch, targets and poles that are objects (not bones), no Use
@@ -230,11 +232,8 @@ class Program:
         poles: dict[int, Matrix],
         angles: dict[int, float],
         channels: Channels,
-        mirror: NDArray[np.float32] | None = None,
-        mirror_at: dict[int, int] | None = None,
     ) -> Outcomes:
-        """Solve links `order` (parents first, `closure`) and put their rotations into `channels`; where a row
-        changes, its values also go to the flat float32 array `mirror` at `mirror_at[bone]` (the FK store).
+        """Solve links `order` (parents first, `closure`) and put their rotations into `channels`.
 
         `read_pose(b)`: bone b's armature-space pose matrix as Blender evaluated it; `world`: the armature's
         world matrix; `targets`, `poles`: world matrices by chain index; `angles`: pole angles (radians).
@@ -319,7 +318,7 @@ class Program:
                 tip = _xyz(mats[-1].translation + mats[-1].col[1].xyz * link.tip_length)
                 residual = math.dist(tip, goal)
             else:
-                rel = self._place(link, shape, solved, mats, base, channels, new, out, mirror, mirror_at or {})
+                rel = self._place(link, shape, solved, mats, base, channels, new, out)
                 residual = math.dist(_xyz(rel), chain.target64)
             # As `solvers.scalar._result`: within tolerance is converged; the analytic solve's miss is out of
             # reach; an iterative solve that stopped short is stalled unless it said why.
@@ -350,17 +349,18 @@ class Program:
         chosen = set(order)
         sk = self.snap.sk
         ok = all(chosen.isdisjoint(self.links[i].below) for i in order)
-        groups: dict[tuple[str, int], list[Link]] = {}
+        # Batched as `core.solve` batches one level (`_solve_levels`), so each batch picks the same solver.
+        groups: dict[tuple[int, str, int], list[Link]] = {}
         for i in order:
             link = self.links[i]
             bones = link.bones
             ok = ok and all(int(sk.parent[b]) == a for a, b in itertools.pairwise(bones))
-            groups.setdefault((link.chain.solver, len(bones)), []).append(link)
+            groups.setdefault((link.level, link.chain.solver, len(bones)), []).append(link)
         if not ok:
             self.many[key] = None
             return None
         batches = []
-        for (solver, _n), links in groups.items():
+        for (_level, solver, _n), links in groups.items():
             idx = np.asarray([link.bones for link in links], dtype=np.int64)
             batches.append(
                 _Batch(
@@ -497,11 +497,9 @@ class Program:
         channels: Channels,
         new: dict[int, Matrix],
         out: Outcomes,
-        mirror: NDArray[np.float32] | None,
-        mirror_at: dict[int, int],
     ) -> Vector:
-        """Write a solved link's rotations into `channels` (and a changed row into `mirror` at
-        `mirror_at[bone]`), note its bones' new poses (for links below); return its tip relative to its root."""
+        """Write a solved link's rotations into `channels`, note its bones' new poses (for links below);
+        return its tip relative to its root."""
         carry = bool(link.below)
         parent_inv = base_q.conjugated()
         rel = Vector()
@@ -525,9 +523,6 @@ class Program:
                     row[:] = values
                     out.changed.add(attr)
                     out.written.append((b, attr))
-                    if mirror is not None:
-                        at = mirror_at[b]
-                        mirror[at : at + row.shape[0]] = row
                     break
             if carry:
                 # The bone's new pose, for chains below: its head, the solved rotation, its scale as it was.
@@ -539,8 +534,9 @@ class Program:
 
 
 def _space_of(world: F64) -> Space:
-    """`core.solve.Space.of` for one (4, 4) world matrix, on Python floats (a dozen numpy calls on one small
-    matrix cost ~90 us inside a live update): rotation x uniform scale + translation, so A^-1 = A^T / s^2."""
+    """`core.solve.Space.of` for one (4, 4) world matrix (up to rounding), on Python floats (a dozen numpy
+    calls on one small matrix cost ~90 us inside a live update): rotation x uniform scale + translation, so
+    A^-1 = A^T / s^2."""
     (a00, a01, a02, t0), (a10, a11, a12, t1), (a20, a21, a22, t2) = world[:3].tolist()
     det = a00 * (a11 * a22 - a12 * a21) - a01 * (a10 * a22 - a12 * a20) + a02 * (a10 * a21 - a11 * a20)
     scale = abs(det) ** (1.0 / 3.0)

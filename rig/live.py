@@ -547,7 +547,7 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
         _recheck(uid)
         return False
     if len(order) > SCALAR_MAX_CHAINS:
-        # Many chains at once: the full solve's numpy batches are faster than one scalar solve after another
+        # Many chains at once: numpy batches are faster than one scalar solve after another
         # (bench/scalar.py), on inputs read here without the full path's reading and comparing.
         outcomes = _lean_batch(obj, lean, order, last.arrays, held, world)
         if outcomes is None:
@@ -603,13 +603,17 @@ def _lean_scalar(
         poles,
         lean.angles,
         channels,
-        held,  # the channels hold what Reach IK wrote; their FK values stand (nothing else changed them)
-        lean.held_at,
     )
     if result.changed:
         for attr in sorted(result.changed):
             pose_bones.foreach_set(attr, channels[attr].ravel())
         obj.update_tag(refresh={"DATA"})
+        # The channels hold what Reach IK wrote; their FK values stand (nothing else changed them). Noted only
+        # once Blender has the values: a store saying "written" over a channel that is not loses its FK pose.
+        for b, attr in result.written:
+            value = channels[attr][b]
+            at = lean.held_at[b]
+            held[at : at + value.shape[0]] = value
     return result.outcomes
 
 
@@ -650,7 +654,7 @@ def _lean_batch(
 ) -> dict[int, ChainOutcome] | None:
     """Solve links `order` of the compiled program in numpy batches: only the pose, the armature's, targets'
     and poles' world matrices are read (`world`: already read). Writes what changed; None (nothing written)
-    when an input is broken (NaN, infinite).
+    when an input is broken (NaN, infinite) or a solver refuses a problem.
 
     Links that hang below none of the others take the program's own batches (`Program.solve_many`: the
     full solve's arrays and solvers for these chains alone); stacked ones take the full solve (`core.solve`,
@@ -677,7 +681,12 @@ def _lean_batch(
     if many is not None:
         targets = {i: m[0] for i, m in inputs.targets.items()}
         poles = {i: m[0] for i, m in inputs.poles.items()}
-        bones, basis, outcomes = program.solve_many(many, inputs.pose[0], inputs.world[0], targets, poles, lean.angles)
+        try:
+            bones, basis, outcomes = program.solve_many(
+                many, inputs.pose[0], inputs.world[0], targets, poles, lean.angles
+            )
+        except ValueError:
+            return None  # a solver refused a problem: the full path reports it on its chains
     else:
         report = RigReport()
         solved = core.solve(replace(lean.snap, plan=plan), inputs, report, channels=channels)

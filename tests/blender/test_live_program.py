@@ -196,13 +196,14 @@ def test_a_blended_chain_is_the_full_paths() -> None:
     assert ch.is_valid and ch.message.startswith("blended"), ch.message
 
 
-def _many(program: bool, eulers: bool = False, poles: bool = False, stacked: bool = False) -> bpy.types.Object:
+def _many(program: bool, eulers: bool = False, poles: bool = False, below: int = 0) -> bpy.types.Object:
     """30 three-bone chains in a row (the first five in Euler 'XZY' with `eulers`), solved once. `poles`:
-    each with a pole to its side and a Pole Angle; `stacked`: the first ten with a two-bone chain below."""
+    each with a pole to its side and a Pole Angle; `below`: the first ten with a chain of that many bones
+    hanging below them (chains 30-39)."""
     bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
     bones = []
     for c in range(30):
-        for name, parent, head, tail, conn in demo_rigs.chain_bones(f"c{c}", 5 if stacked and c < 10 else 3, 0.1):
+        for name, parent, head, tail, conn in demo_rigs.chain_bones(f"c{c}", 3 + (below if c < 10 else 0), 0.1):
             bones.append(
                 (name, parent, (head[0] + 0.5 * c, head[1], head[2]), (tail[0] + 0.5 * c, tail[1], tail[2]), conn)
             )
@@ -217,40 +218,47 @@ def _many(program: bool, eulers: bool = False, poles: bool = False, stacked: boo
         ch = rigs.add_chain(obj, f"c{c}.002", 3, rigs.empty(f"t{c}", tip.tail), pole=pole)
         if poles:
             ch.pole_angle = 0.3
-    for c in range(10 if stacked else 0):
+    for c in range(10 if below else 0):
         # At the tip's head: well within reach wherever the chain above takes the root.
-        rigs.add_chain(obj, f"c{c}.004", 2, rigs.empty(f"u{c}", obj.pose.bones[f"c{c}.004"].head))
+        tip = obj.pose.bones[f"c{c}.{2 + below:03d}"]
+        rigs.add_chain(obj, tip.name, below, rigs.empty(f"u{c}", tip.head))
     with _program(program):
         rigs.update()
         rigs.update()
     return obj
 
 
-def _drag_many(obj: bpy.types.Object, step: int) -> None:
+def _drag_many(obj: bpy.types.Object, step: int, skip: range = range(0)) -> None:
     for k, ch in enumerate(obj.reach_ik.chains):
+        if k in skip:
+            continue
         loc = ch.target.location
         loc.z -= 0.01  # toward the root: within reach
         loc.x += 0.01 * math.sin(0.9 * step + k)
         loc.y += 0.01 * math.cos(0.4 * step + k)
 
 
-@pytest.mark.parametrize(
-    "kind", ["quaternions", "eulers", "poles", "stacked"], ids=["quaternions", "eulers", "poles", "stacked"]
-)
+_KINDS = ["quaternions", "eulers", "poles", "stacked", "levels"]
+
+
+@pytest.mark.parametrize("kind", _KINDS, ids=_KINDS)
 def test_many_chains_at_once_take_the_batches_and_match_the_full_solve(kind: str) -> None:
     """Above the scalar threshold (`solvers.scalar.SCALAR_MAX_CHAINS`) the compiled program solves in numpy
-    batches, reading only the pose and the targets: side by side chains in its own (`Program.solve_many`),
-    stacked ones in the full solve's levels. What Blender shows is the full path's."""
+    batches, reading only the pose and the targets: chains side by side in its own (`Program.solve_many`;
+    'levels': chains below chains that do not move, whose roots' parents are turned), chains stacked on
+    moved ones in the full solve's levels ('stacked'). What Blender shows is the full path's."""
     live = _live()
     runs = []
-    options = {"eulers": kind == "eulers", "poles": kind == "poles", "stacked": kind == "stacked"}
+    below = {"stacked": 2, "levels": 3}.get(kind, 0)
+    options = {"eulers": kind == "eulers", "poles": kind == "poles", "below": below}
+    skip = range(10) if kind == "levels" else range(0)  # the chains the lower ones hang from stay put
     for program in (True, False):
         obj = _many(program, **options)
         batches, solves = live.batch_solve_count(obj), live.program_solve_count(obj)
         poses, statuses = [], []
         with _program(program):
             for step in range(4):
-                _drag_many(obj, step)
+                _drag_many(obj, step, skip)
                 rigs.update()
                 poses.append(_evaluated_pose(obj))
                 statuses.append([(ch.is_valid, ch.message, ch.residual) for ch in obj.reach_ik.chains])
@@ -313,8 +321,15 @@ def test_a_broken_target_among_many_moved_changes_nothing_and_says_why() -> None
     chains = obj.reach_ik.chains
     _drag_many(obj, 0)
     chains[4].target.location.x = math.nan
-    rigs.update()
-    assert live.batch_solve_count(obj) == batches, "the batches refused the update"
+    batch = live._lean_batch
+    calls = []
+    live._lean_batch = lambda *args: calls.append(args) or batch(*args)
+    try:
+        rigs.update()
+    finally:
+        live._lean_batch = batch
+    assert not calls, "the bulk moved test refused the update before any solve"
+    assert live.batch_solve_count(obj) == batches
     assert not chains[4].is_valid and "NaN or infinite" in chains[4].message
     bones = {f"c4.{b:03d}" for b in range(3)}
     now = _evaluated_pose(obj)
