@@ -261,7 +261,7 @@ def test_many_chains_at_once_take_the_batches_and_match_the_full_solve(kind: str
                 _drag_many(obj, step, skip)
                 rigs.update()
                 poses.append(_evaluated_pose(obj))
-                statuses.append([(ch.is_valid, ch.message, ch.residual) for ch in obj.reach_ik.chains])
+                statuses.append([(ch.is_valid, ch.message, ch.residual, ch.iterations) for ch in obj.reach_ik.chains])
         assert max(_tip_miss(obj, ch.name) for ch in obj.reach_ik.chains) <= TOL
         runs.append((poses, statuses, live.batch_solve_count(obj) - batches, live.program_solve_count(obj) - solves))
         if program:
@@ -274,9 +274,10 @@ def test_many_chains_at_once_take_the_batches_and_match_the_full_solve(kind: str
         worst = float(np.abs(a - b).max())
         assert worst < 1e-5, f"step {step}: the batch path's pose differs from the full solve's by {worst}"
     for a, b in zip(lean_status, full_status, strict=True):
-        for (valid_a, text_a, res_a), (valid_b, text_b, res_b) in zip(a, b, strict=True):
+        for (valid_a, text_a, res_a, its_a), (valid_b, text_b, res_b, its_b) in zip(a, b, strict=True):
             assert valid_a and valid_b and text_a == text_b == ""
             assert abs(res_a - res_b) < 1e-5
+            assert its_a == its_b, "the same solver, the same iterations"
 
 
 def test_fk_values_survive_batch_drags() -> None:
