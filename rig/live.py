@@ -282,7 +282,8 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
 def _select(
     obj: bpy.types.Object, seen: _Seen, last: _Seen | None, reads: LiveReads, objects: _Objects
 ) -> Callable[[Plan], list[Group]]:
-    """Which planned groups a live update solves: those whose own inputs changed, and every group below them.
+    """Which planned groups a live update solves: those whose own inputs changed, those the last solve refused,
+    and every group below them.
 
     Everything is solved when anything rig-wide changed (settings, bones, the armature's transform). A
     group's own inputs are its targets and poles, the evaluated pose of the bone above its root (Blender
@@ -306,12 +307,16 @@ def _select(
             posed.update(np.flatnonzero((now != last.arrays[attr]).any(axis=1)).tolist())
         if seen.pose is not None and last.pose is not None:
             posed.update(np.flatnonzero((seen.pose != last.pose).any(axis=(1, 2))).tolist())
+        # Chains the last solve refused (a NaN target anywhere refuses every chain of the rig) were not solved
+        # on the inputs it saw: whatever changed since, they are solved again.
+        refused = {i for i, out in cache.outcomes.get(obj.session_uid, {}).items() if not out.valid}
         dirty: list[Group] = []
         dirty_bones: set[int] = set()
         for g in plan.groups:  # levels ascending: a group's upper groups are decided before it
             root_parent = int(sk.parent[g.bones[0]])
             changed = (
-                any(r in moved_rows for c in g.chains for r in objects.rows[c.index])
+                any(c.index in refused for c in g.chains)
+                or any(r in moved_rows for c in g.chains for r in objects.rows[c.index])
                 or (root_parent >= 0 and root_parent in posed)
                 or any(b in posed for b in g.bones)
                 or (bool(dirty_bones) and any(a in dirty_bones for a in sk.ancestors(g.bones[0])))
