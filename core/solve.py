@@ -218,32 +218,42 @@ def _broken_rows(mats: F64) -> NDArray[np.bool_]:
 
 def check_inputs(sk: Skeleton, plan: Plan, rig: str, inputs: Inputs) -> str | None:
     """A message naming the first broken transform (NaN, inf), or None. Frame 0 is the first of the stack."""
+    whole, chains = broken_inputs(sk, plan, rig, inputs)
+    return whole if whole is not None else next(iter(chains.values()), None)
+
+
+def broken_inputs(sk: Skeleton, plan: Plan, rig: str, inputs: Inputs) -> tuple[str | None, dict[int, str]]:
+    """What is broken (NaN, inf) in `inputs`: a message for the whole rig (a bone's pose, the armature's
+    transform) or None, and a message for each chain whose own pole angle, target or pole is broken."""
     pose, world = inputs.pose, inputs.world
     # Whole-array tests first (one pass each); the per-matrix ones only run to name what is broken.
     if not usable(pose):
         f, b = (int(v) for v in np.argwhere(_broken_rows(pose))[0])
         name = sk.names[b]
-        return f"{_at(f, inputs)}bone '{name}' has a NaN or infinite pose: reset its transform (Alt G/R/S)"
+        return f"{_at(f, inputs)}bone '{name}' has a NaN or infinite pose: reset its transform (Alt G/R/S)", {}
     if not usable(world):
-        return f"{_at(int(np.flatnonzero(_broken_rows(world))[0]), inputs)}'{rig}' has a NaN or infinite transform"
+        return f"{_at(int(np.flatnonzero(_broken_rows(world))[0]), inputs)}'{rig}' has a NaN or infinite transform", {}
+    chains: dict[int, str] = {}
     for i, angles in inputs.pole_angles.items():
         bad_angle = ~np.isfinite(angles)
         if bad_angle.any():
             f = int(np.flatnonzero(bad_angle)[0])
-            return f"{_at(f, inputs)}the Pole Angle of chain '{_chain_name(plan, i)}' is not a number: type an angle"
+            chains[i] = (
+                f"{_at(f, inputs)}the Pole Angle of chain '{_chain_name(plan, i)}' is not a number: type an angle"
+            )
     stacked = inputs.objects
     if stacked is None and (inputs.targets or inputs.poles):
         stacked = np.concatenate([*inputs.targets.values(), *inputs.poles.values()])
     if stacked is not None and usable(stacked):
-        return None
+        return None, chains
     by_index = {c.index: c for g in plan.groups for c in g.chains}
     for role, mats in (("target", inputs.targets), ("pole", inputs.poles)):
         for i, m in mats.items():
             bad = _broken_rows(m)
-            if bad.any():
+            if bad.any() and i not in chains:
                 f = int(np.flatnonzero(bad)[0])
-                return f"{_at(f, inputs)}the {role} {by_index[i].label(role)} has a NaN or infinite transform"
-    return None
+                chains[i] = f"{_at(f, inputs)}the {role} {by_index[i].label(role)} has a NaN or infinite transform"
+    return None, chains
 
 
 def _chain_name(plan: Plan, index: int) -> str:

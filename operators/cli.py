@@ -31,7 +31,7 @@ import bpy
 
 from ..rig.bake import BakeError, BakeOptions, bake_rig
 from ..rig.props import rig_settings
-from ..rig.solve import check_inputs, prepare, read_inputs
+from ..rig.solve import broken_inputs, prepare, read_inputs
 
 OK, FAILED, USAGE = 0, 1, 2
 _handle: object | None = None
@@ -393,17 +393,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     invalid = 0
     for obj in rigs:
         report, _sk, plan = prepare(obj)
+        broken: dict[int, str] = {}
         if plan is not None and plan.groups:
-            broken = check_inputs(obj, plan, read_inputs(obj, plan))
-            if broken:
-                report.rig_error = broken
+            # As a solve refuses them: a broken pose or armature transform every chain, a broken target,
+            # pole or pole angle its own chain.
+            whole, broken = broken_inputs(obj, plan, read_inputs(obj, plan))
+            if whole is not None:
+                report.rig_error = whole
         chains = rig_settings(obj).chains
         for i, ch in enumerate(chains):
             if not ch.enabled:
                 _say(f"skip    {obj.name} / {ch.name}: disabled")
                 continue
             out = report.outcomes.get(i)
-            msg = report.rig_error or (out.message if out is not None and not out.valid else "")
+            msg = report.rig_error or broken.get(i) or (out.message if out is not None and not out.valid else "")
             if msg:
                 invalid += 1
                 _say(f"INVALID {obj.name} / {ch.name}: {msg}")

@@ -301,6 +301,11 @@ def check_inputs(obj: bpy.types.Object, plan: Plan, inputs: Inputs) -> str | Non
     return core.check_inputs(armature.skeleton(obj), plan, obj.name, inputs)
 
 
+def broken_inputs(obj: bpy.types.Object, plan: Plan, inputs: Inputs) -> tuple[str | None, dict[int, str]]:
+    """What is broken in `inputs`: for the whole rig, and chain by chain (`core.broken_inputs`)."""
+    return core.broken_inputs(armature.skeleton(obj), plan, obj.name, inputs)
+
+
 def solve_inputs(
     obj: bpy.types.Object,
     sk: Skeleton,
@@ -359,13 +364,28 @@ def solve_rig(
         inputs = read_inputs(obj, plan, reads.pose, reads.world, reads.channels["scale"], sk_now=sk)
     else:
         inputs = read_inputs(obj, plan)
-    broken = core.check_inputs(sk, plan, obj.name, inputs)
-    if broken:
-        report.rig_error = broken
+    whole, broken = core.broken_inputs(sk, plan, obj.name, inputs)
+    if whole is not None:
+        report.rig_error = whole
         for g in plan.groups:
             for c in g.chains:
-                report.outcomes[c.index] = ChainOutcome(False, broken)
+                report.outcomes[c.index] = ChainOutcome(False, whole)
         return report
+    if broken:
+        # Only the chains at fault are refused (a tree as a whole: it is solved as one); the others are solved,
+        # those below a refused chain on the pose Blender shows for it (nothing of the refused chain is written).
+        kept = []
+        for g in plan.groups:
+            fault = next((broken[c.index] for c in g.chains if c.index in broken), None)
+            if fault is None:
+                kept.append(g)
+                continue
+            for c in g.chains:
+                report.outcomes[c.index] = ChainOutcome(False, broken.get(c.index, fault))
+        if not kept:
+            return report
+        plan = replace(plan, groups=kept)
+        snap = replace(snap, plan=plan)
     assert inputs.scale is not None  # read_inputs reads the scale channels
     inputs.release = stretch_release(obj, sk, plan, inputs.scale[0])
     weights = fk.influences(obj, plan, reads.influences if reads is not None else None)

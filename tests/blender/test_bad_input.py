@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable
 
 import bpy
+import bpy_session
 import pytest
 import rigs
 
@@ -170,3 +171,39 @@ def test_target_on_root() -> None:
     rigs.update()
     ch = rig.reach_ik.chains[0]
     assert ch.is_valid and "out of reach" in ch.message, ch.message
+
+
+def test_a_broken_target_refuses_only_its_chain(capsys: pytest.CaptureFixture[str]) -> None:
+    """A NaN target is its chain's fault: that chain is refused with the message and keeps its pose, the
+    rig's other chains are solved (live and by `reach.solve`), and the CLI's check names only that chain."""
+    rig = rigs.armature(
+        "Two",
+        [
+            *[(f"a{i}", f"a{i - 1}" if i else None, (0, 0, i), (0, 0, i + 1), i > 0) for i in range(3)],
+            *[(f"b{i}", f"b{i - 1}" if i else None, (2, 0, i), (2, 0.2, i + 1), i > 0) for i in range(3)],
+        ],
+    )
+    good, bad = rigs.empty("Good", (0.6, 0.3, 2.3)), rigs.empty("Bad", (2.5, 0.2, 2.2))
+    rigs.add_chain(rig, "a2", 3, good, name="good")
+    rigs.add_chain(rig, "b2", 3, bad, name="bad")
+    rigs.update()
+    bones = ["b0", "b1", "b2"]
+    before = [tuple(rig.pose.bones[n].rotation_quaternion) for n in bones]
+    bad.location.x = math.nan
+    good.location = (0.4, 0.5, 2.2)
+    rigs.update()
+    chains = rig.reach_ik.chains
+    assert not chains["bad"].is_valid and "the target 'Bad' has a NaN or infinite transform" in chains["bad"].message
+    assert chains["good"].is_valid, chains["good"].message
+    assert float(((rigs.world_tail(rig, "a2") - good.location) ** 2).sum()) ** 0.5 <= 1e-3
+    assert [tuple(rig.pose.bones[n].rotation_quaternion) for n in bones] == before, "the refused chain keeps its pose"
+    good.location = (0.5, 0.4, 2.3)
+    rigs.update()
+    bpy.context.view_layer.objects.active = rig
+    assert bpy.ops.reach.solve() == {"FINISHED"}  # a warning names the refused chain; the others are solved
+    assert float(((rigs.world_tail(rig, "a2") - good.location) ** 2).sum()) ** 0.5 <= 1e-3
+    cli = bpy_session.submodule("operators.cli")
+    capsys.readouterr()
+    assert cli.main(["check"]) == 1
+    out = capsys.readouterr().out
+    assert "INVALID Two / bad" in out and "ok      Two / good" in out, out
