@@ -49,7 +49,7 @@ from ..solvers.scalar._chain import (
 from ..solvers.types import CONVERGED, STALLED, STATUS_NAMES, UNREACHABLE, ZERO_LENGTH, ChainProblem
 from . import convert
 from .model import ChainOutcome, ChainPlan, Snapshot
-from .solve import Space, cached_limits, chain_message, local_rotations, outcomes_of, solver_for
+from .solve import Space, cached_limits, chain_message, local_rotations, outcomes_of, solver_for, turn_about
 
 Channels = dict[str, NDArray[np.float32]]
 F64 = NDArray[np.float64]
@@ -398,7 +398,7 @@ class Program:
         (parents first), their (1, n, 3, 3) basis rotations and each chain's outcome.
         """
         settings = self.snap.settings
-        space = _space_of(world)
+        space = Space.of(world[None])
         scale = float(space.scale[0])
         tolerance = float(settings.tolerance) / scale
         frames_out = []
@@ -425,7 +425,9 @@ class Program:
                 for j in batch.poled:
                     angle = angles.get(batch.chains[j].index, 0.0)
                     if angle:
-                        pole_at[j] = _turn_rows(pole_at[j], positions[j, 0], goals[j], angle)
+                        pole_at[j] = turn_about(
+                            pole_at[j : j + 1], positions[j, :1], goals[j : j + 1], np.array([angle])
+                        )[0]
             problem = ChainProblem.trusted(
                 positions,
                 frames,
@@ -531,30 +533,6 @@ class Program:
             rel = rel + q @ shape.offsets[k]
             parent_inv = q.conjugated()
         return rel
-
-
-def _space_of(world: F64) -> Space:
-    """`core.solve.Space.of` for one (4, 4) world matrix (up to rounding), on Python floats (a dozen numpy
-    calls on one small matrix cost ~90 us inside a live update): rotation x uniform scale + translation, so
-    A^-1 = A^T / s^2."""
-    (a00, a01, a02, t0), (a10, a11, a12, t1), (a20, a21, a22, t2) = world[:3].tolist()
-    det = a00 * (a11 * a22 - a12 * a21) - a01 * (a10 * a22 - a12 * a20) + a02 * (a10 * a21 - a11 * a20)
-    scale = abs(det) ** (1.0 / 3.0)
-    k = 1.0 / (scale * scale)
-    rows = ((a00 * k, a10 * k, a20 * k), (a01 * k, a11 * k, a21 * k), (a02 * k, a12 * k, a22 * k))
-    inv = [[*r, -(r[0] * t0 + r[1] * t1 + r[2] * t2)] for r in rows]
-    return Space(np.array([[*inv, [0.0, 0.0, 0.0, 1.0]]]), np.array([scale]))
-
-
-def _turn_rows(pole: F64, root: F64, goal: F64, angle: float) -> F64:
-    """`pole` turned by `angle` about the root -> goal axis, on numpy rows (`core.solve._turn_poles`)."""
-    axis = goal - root
-    norm = float(np.linalg.norm(axis))
-    axis = axis / max(norm, 1e-300) if norm > 1e-12 else np.zeros(3)
-    v = pole - root
-    cos, sin = math.cos(angle), math.sin(angle)
-    out: F64 = root + v * cos + np.cross(axis, v) * sin + float(axis @ v) * axis * (1.0 - cos)
-    return out
 
 
 def _turn(pole: Vector, root: Vector, goal: Vector, angle: float) -> Vector:

@@ -302,17 +302,19 @@ def rotations_to_channels(
     basis: F64,
     channels: Channels,
     modes: NDArray[np.int32] | None = None,
+    written: dict[str, list[int]] | None = None,
 ) -> set[str]:
     """Put basis rotations of `bones` into `channels` in each bone's own rotation mode (`modes`: every bone's
     mode value, when already read).
 
     Quaternions keep sign continuity, Eulers stay compatible with the previous value (no flips), and
-    axis-angle keeps its axis on the previous side. Returns the channel names that changed.
+    axis-angle keeps its axis on the previous side. Returns the channel names that changed; `written`, if
+    given, gets the bones whose row changed, by channel name.
     """
     idx = np.asarray(bones, dtype=np.int64)
     mode_values = (rotation_mode_values(obj) if modes is None else modes)[idx]
     if len(bones) <= _FEW:
-        return _few_to_channels(idx.tolist(), mode_values.tolist(), basis, channels)
+        return _few_to_channels(idx.tolist(), mode_values.tolist(), basis, channels, written)
     changed: set[str] = set()
     # One vectorized conversion per rotation mode present (rows are independent, so converting a mode's
     # rows on their own gives exactly what converting every row would).
@@ -336,6 +338,8 @@ def rotations_to_channels(
         if moved.any():
             channels[attr][b[moved]] = new[moved]
             changed.add(attr)
+            if written is not None:
+                written.setdefault(attr, []).extend(b[moved].tolist())
     return changed
 
 
@@ -362,7 +366,9 @@ _FEW = 64
 _ULPS8 = 8.0 * 2.0**-23
 
 
-def _few_to_channels(bones: list[int], modes: list[int], basis: F64, channels: Channels) -> set[str]:
+def _few_to_channels(
+    bones: list[int], modes: list[int], basis: F64, channels: Channels, written: dict[str, list[int]] | None = None
+) -> set[str]:
     """`rotations_to_channels` for a few bones: the same rules, one bone at a time in mathutils.
 
     Matrix.to_euler(order, compat) is the rule `convert.matrix_to_euler` implements (tested equal);
@@ -394,6 +400,8 @@ def _few_to_channels(bones: list[int], modes: list[int], basis: F64, channels: C
         if any(abs(n - o) > 1e-6 + _ULPS8 * abs(o) for n, o in zip(new, row.tolist(), strict=True)):
             row[:] = new
             changed.add(attr)
+            if written is not None:
+                written.setdefault(attr, []).append(b)
     return changed
 
 

@@ -25,7 +25,7 @@ stats: dict[int, int] = {}
 checks: dict[int, int] = {}
 # session_uid -> number of live solves that took the compiled program (live._lean).
 program_solves: dict[int, int] = {}
-# session_uid -> number of those that solved many chains in the full solve's numpy batches (live._lean_batch).
+# session_uid -> number of those that solved many chains in numpy batches (live._lean_batch).
 batch_solves: dict[int, int] = {}
 # session_uid -> {chain index: number of live solves of that chain} (dragging one hand solves one chain).
 chain_solves: dict[int, dict[int, int]] = {}

@@ -307,8 +307,8 @@ def _select(
             posed.update(np.flatnonzero((now != last.arrays[attr]).any(axis=1)).tolist())
         if seen.pose is not None and last.pose is not None:
             posed.update(np.flatnonzero((seen.pose != last.pose).any(axis=(1, 2))).tolist())
-        # Chains the last solve refused (a NaN target anywhere refuses every chain of the rig) were not solved
-        # on the inputs it saw: whatever changed since, they are solved again.
+        # Chains the last solve refused (a NaN target its own chain, a NaN bone pose every chain of the rig) were
+        # not solved on the inputs it saw: whatever changed since, they are solved again.
         refused = {i for i, out in cache.outcomes.get(obj.session_uid, {}).items() if not out.valid}
         dirty: list[Group] = []
         dirty_bones: set[int] = set()
@@ -391,6 +391,7 @@ class _Lean:
     program: Program | str  # or why the plan cannot be compiled
     data_uid: int = 0
     chains: dict[int, tuple[bpy.types.Object, bpy.types.Object | None, int, int]] = field(default_factory=dict)
+    controls: dict[int, tuple[bpy.types.Object, bpy.types.Object | None]] = field(default_factory=dict)
     by_uid: dict[int, list[int]] = field(default_factory=dict)  # object session_uid -> its chains' indices
     angles: dict[int, float] = field(default_factory=dict)
     held_at: dict[int, int] = field(default_factory=dict)  # bone -> where its written values go in the FK store
@@ -419,6 +420,7 @@ def _compile(obj: bpy.types.Object, plan: Plan, modes: NDArray[np.int32]) -> _Le
         ch = settings[c.index]
         target, pole = ch.target, ch.pole if c.pole is not None else None
         lean.chains[c.index] = (target, pole, -1, -1)
+        lean.controls[c.index] = (target, pole)
         for ob in (target, pole):
             if ob is not None:
                 lean.by_uid.setdefault(ob.session_uid, []).append(c.index)
@@ -669,7 +671,6 @@ def _lean_batch(
     wanted = {program.links[j].chain.index for j in order}
     # A view of the plan (its cached lengths and limits), as the full path's `select` makes.
     plan = replace(lean.plan, groups=[g for g in lean.plan.groups if g.chains[0].index in wanted])
-    controls = {i: (target, pole) for i, (target, pole, _t, _p) in lean.chains.items()}
     inputs = read_inputs(
         obj,
         plan,
@@ -677,7 +678,7 @@ def _lean_batch(
         armature.WorldMatrices() if world is None else world,
         channels["scale"],
         sk_now=lean.snap.sk,
-        controls_now=controls,
+        controls_now=lean.controls,
         angles_now=lean.angles,
     )
     if core.check_inputs(lean.snap.sk, plan, obj.name, inputs):
@@ -697,23 +698,18 @@ def _lean_batch(
         solved = core.solve(replace(lean.snap, plan=plan), inputs, report, channels=channels)
         bones, basis, outcomes = solved.bones, solved.basis, report.outcomes
     if bones:
+        written: dict[str, list[int]] = {}
         modes = np.frombuffer(lean.modes, dtype=np.int32)
-        rows = np.asarray(bones, dtype=np.int64)
-        before = {attr: channels[attr][rows].copy() for attr in _ROTATION_ATTRS}
-        changed = armature.rotations_to_channels(obj, bones, basis[0], channels, modes)
+        changed = armature.rotations_to_channels(obj, bones, basis[0], channels, modes, written)
         for attr in sorted(changed):
             obj.pose.bones.foreach_set(attr, channels[attr].ravel())
             # The channels hold what Reach IK wrote; their FK values stand (nothing else changed them).
-            now = channels[attr][rows]
-            moved = rows[(now != before[attr]).any(axis=1)]
-            at = lean.store_off[moved][:, None] + (fk.WRITTEN.start + np.arange(now.shape[1]))
-            held[at] = channels[attr][moved]
+            rows = np.asarray(written[attr], dtype=np.int64)
+            width = channels[attr].shape[1]
+            held[lean.store_off[rows][:, None] + (fk.WRITTEN.start + np.arange(width))] = channels[attr][rows]
         if changed:
             obj.update_tag(refresh={"DATA"})
     return outcomes
-
-
-_ROTATION_ATTRS = tuple(attr for attr, _width in armature.ROTATION_CHANNELS)
 
 
 def program_solve_count(obj: bpy.types.Object) -> int:
