@@ -92,6 +92,7 @@ bench: $(STAMP)
 	$(PY) bench/solvers.py
 	$(PY) bench/scalar.py
 	$(PY) bench/live.py
+	$(PY) bench/lean.py
 	$(PY) bench/bake.py
 
 clean:
