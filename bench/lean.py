@@ -167,6 +167,10 @@ def _fabrik(link: _Link, mats: list[Matrix], root: Vector, goal: Vector, most: i
     p.append(mats[-1].translation + mats[-1].col[1].xyz.normalized() * lengths[-1])
     before = [(p[i + 1] - p[i]).normalized() for i in range(n)]
     iterations = 0
+    if most and (goal - root).length >= sum(lengths):
+        # The textbook reach check: a target beyond the chain's length lays it straight toward the target.
+        link.iterations.append(0)
+        return [b.rotation_difference(goal - root) @ m.to_quaternion() for b, m in zip(before, mats, strict=True)]
     while (p[-1] - goal).length > TOLERANCE and iterations < most:
         iterations += 1
         p[-1] = goal.copy()
@@ -190,6 +194,9 @@ def _ccd(link: _Link, mats: list[Matrix], root: Vector, goal: Vector, most: int)
     for q, length in zip(rotations, lengths, strict=True):
         p.append(p[-1] + q @ (_Y * length))
     iterations = 0
+    if most and (goal - root).length >= sum(lengths):
+        link.iterations.append(0)  # out of reach: straight toward the target, as `_fabrik`
+        return [(q @ _Y).rotation_difference(goal - root) @ q for q in rotations]
     while (p[-1] - goal).length > TOLERANCE and iterations < most:
         iterations += 1
         for j in range(n - 1, -1, -1):
