@@ -1,5 +1,6 @@
 """The leanest live handlers that still solve, against Blender's IK constraint on the same rigs and targets:
-what any Python live solver pays on this machine, whatever its design (issue 14's goals, measured as a bound).
+what a Python `depsgraph_update_post` solver pays on this machine before it adds anything (issue 14's goals,
+measured as a bound).
 
 Each stand-in is a `depsgraph_update_post` handler that does only what a live solver cannot skip: read the
 moved targets and the pose it starts from, solve, write every bone's rotation in one `foreach_set` and tag
@@ -9,7 +10,7 @@ IK's own handlers are unregistered for these runs; timing as `bench/live.py` (tw
 calls per round, medians of warm rounds, the best of alternating runs of each side).
 
 - (a1), (a) "limbs": each two-bone chain whose target moved, solved analytically toward its pole with
-  `mathutils`. On (a) the FABRIK spine and the CCD tail are left as they are: they cost nothing, so this row
+  `mathutils`, each bone turned from its current pose by the shortest arc (its twist kept). On (a) the FABRIK spine and the CCD tail are left as they are: they cost nothing, so this row
   is a lower bound for any solver of (a).
 - (a) "no iterations": the same limbs, and the spine's and the tail's bones read and written (the arms carried
   along by the chest) but not solved: the cost of handling two more chains in the leanest code, a lower bound
@@ -19,7 +20,8 @@ calls per round, medians of warm rounds, the best of alternating runs of each si
   bound for any solver of (b). "plain": FABRIK on the same batch to the Tolerance, no polish step.
 
 The residual columns are the worst tip-to-target distance (world units, from the evaluated pose) over the
-chains the stand-in solves, on both sides: the limbs rows measure the limbs only.
+chains the stand-in solves, on both sides: the limbs rows measure the limbs only. "handler ms" is the
+stand-in's own time per update.
 
     .venv/bin/python bench/lean.py [--rounds 40] [--repeats 3]
 """
@@ -30,6 +32,7 @@ import argparse
 import math
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -74,12 +77,27 @@ class _Link:
         self.iterations: list[int] = []
 
 
-class LeanScalar:
+class _Timed:
+    """The stand-in's own time per call (its share of an update, as `bench/live.py`'s handler column)."""
+
+    seconds: list[float]
+
+    def __call__(self, scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
+        start = time.perf_counter()
+        self.handle()
+        self.seconds.append(time.perf_counter() - start)
+
+    def handle(self) -> None:
+        raise NotImplementedError
+
+
+class LeanScalar(_Timed):
     """(a1), (a): two-bone limbs solved analytically; the spine and tail left alone (`iterations` None) or
     solved plainly with at most `iterations` iterations (0: read and written, not solved)."""
 
     def __init__(self, rig: rigs.Rig, iterations: int | None) -> None:
         obj = self.obj = rig.obj
+        self.seconds = []
         names = [pb.name for pb in obj.pose.bones]
         if any(pb.rotation_mode != "XYZ" for pb in obj.pose.bones):
             raise ValueError("the stand-in writes XYZ Euler angles")
@@ -93,7 +111,7 @@ class LeanScalar:
         self.links = sorted(links, key=lambda link: link.name != "spine")
         self.chest = names.index("chest")
 
-    def __call__(self, scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
+    def handle(self) -> None:
         obj = self.obj
         bones = obj.pose.bones
         inverse: Matrix | None = None
@@ -113,10 +131,10 @@ class LeanScalar:
             if carried:
                 above = chest_move @ above
             root = above @ link.offset
+            mats = [bones[b].matrix.copy() for b in link.bones]
             if link.solver == "TWO_BONE":
-                rotations = _two_bone(link, root, goal, inverse @ link.pole.matrix_world.translation)
+                rotations = _two_bone(link, mats, root, goal, inverse @ link.pole.matrix_world.translation)
             else:
-                mats = [bones[b].matrix.copy() for b in link.bones]
                 solve = _fabrik if link.solver == "FABRIK" else _ccd
                 rotations = solve(link, mats, root, goal, self.max_iterations)
                 if link.bones[-1] == self.chest:
@@ -128,7 +146,7 @@ class LeanScalar:
             for b, q, rest_inv in zip(link.bones, rotations, link.rest_inv, strict=True):
                 basis = rest_inv @ (parent_q.conjugated() @ q)
                 basis.normalize()
-                self.euler[3 * b : 3 * b + 3] = basis.to_euler("XYZ")
+                self.euler[3 * b : 3 * b + 3] = basis.to_euler("XYZ")[:]
                 parent_q = q
             wrote = True
         if wrote:
@@ -136,13 +154,9 @@ class LeanScalar:
             obj.update_tag(refresh={"DATA"})
 
 
-def _frame(y: Vector, z: Vector) -> Quaternion:
-    """The rotation whose Y axis is `y` and Z axis `z` (unit, perpendicular)."""
-    return Matrix((y.cross(z), y, z)).transposed().to_quaternion()
-
-
-def _two_bone(link: _Link, root: Vector, goal: Vector, pole: Vector) -> list[Quaternion]:
-    """The law of cosines in the plane of root, goal and pole."""
+def _two_bone(link: _Link, mats: list[Matrix], root: Vector, goal: Vector, pole: Vector) -> list[Quaternion]:
+    """The law of cosines in the plane of root, goal and pole; each bone turned from its current direction by
+    the shortest arc (its twist kept, as Reach IK's default roll mode does)."""
     l1, l2 = link.lengths
     d = goal - root
     distance = d.length
@@ -153,10 +167,12 @@ def _two_bone(link: _Link, root: Vector, goal: Vector, pole: Vector) -> list[Qua
     side -= axis * side.dot(axis)
     side.normalize()
     elbow = root + (axis * math.cos(bend) + side * math.sin(bend)) * l1
-    y1 = (elbow - root).normalized()
-    normal = y1.cross(side).normalized()
-    y2 = (root + axis * reach - elbow).normalized()
-    return [_frame(y1, normal), _frame(y2, normal)]
+    upper, lower = (m.to_quaternion() for m in mats)
+    turn = (upper @ _Y).rotation_difference(elbow - root)
+    upper = turn @ upper
+    lower = turn @ lower
+    lower = (lower @ _Y).rotation_difference(root + axis * reach - elbow) @ lower
+    return [upper, lower]
 
 
 def _fabrik(link: _Link, mats: list[Matrix], root: Vector, goal: Vector, most: int) -> list[Quaternion]:
@@ -209,13 +225,14 @@ def _ccd(link: _Link, mats: list[Matrix], root: Vector, goal: Vector, most: int)
     return rotations
 
 
-class LeanBatch:
+class LeanBatch(_Timed):
     """(b): every chain's bones read, solved (or not) and written as one numpy batch."""
 
     def __init__(self, rig: rigs.Rig, iterations: int) -> None:
         obj = self.obj = rig.obj
-        bones = obj.data.bones
+        self.seconds = []
         names = [pb.name for pb in obj.pose.bones]
+        bones = [obj.data.bones[name] for name in names]  # in the pose's order
         if any(pb.rotation_mode != "XYZ" for pb in obj.pose.bones):
             raise ValueError("the stand-in writes XYZ Euler angles")
         n = rig.chains[0].length
@@ -236,7 +253,7 @@ class LeanBatch:
         self.last: np.ndarray | None = None
         self.iterations: list[int] = []
 
-    def __call__(self, scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
+    def handle(self) -> None:
         at = np.array([t.matrix_world.translation for t in self.targets])
         if self.last is not None and np.array_equal(at, self.last):
             return
@@ -289,15 +306,23 @@ class LeanBatch:
         obj.update_tag(refresh={"DATA"})
 
 
+def _iterations(stand_in: object) -> str:
+    """Median and most iterations per solved chain (the batch: per update)."""
+    counts = {link.name: link.iterations for link in getattr(stand_in, "links", ()) if link.iterations}
+    if getattr(stand_in, "iterations", None):
+        counts["all"] = stand_in.iterations  # type: ignore[attr-defined]
+    return " ".join(f"{name} {statistics.median(c):g}/{max(c)}" for name, c in counts.items()) or "-"
+
+
 def lean_run(
     build: Callable[[], rigs.Rig],
-    make: Callable[[rigs.Rig], object] | None,
+    make: Callable[[rigs.Rig], _Timed] | None,
     rounds: int,
     amplitude: float,
     names: set[str] | None,
-) -> tuple[float, float, object]:
-    """Median ms of one update with stand-in `make(rig)` (None: Blender's IK constraint), the worst residual
-    over the chains `names` (None: all), and the stand-in."""
+) -> dict[str, float | str]:
+    """One update with stand-in `make(rig)` (None: Blender's IK constraint): median ms, the worst residual
+    over the chains `names` (None: all), the stand-in's median ms per round and its iterations."""
     live.fresh()
     rig = build()
     path = live.trajectory(rig, rounds + 3, amplitude)
@@ -308,12 +333,16 @@ def lean_run(
     else:
         handlers.append(handler)
     bpy.context.view_layer.update()
-    times, worst = [], 0.0
+    times, own, worst = [], [], 0.0
     try:
         for r, goals in enumerate(path):
+            if handler is not None:
+                handler.seconds.clear()
             elapsed = live._move_and_update(rig, goals)
             if r >= 3:
                 times.append(elapsed)
+                if handler is not None:
+                    own.append(sum(handler.seconds))
                 evaluated = rig.obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
                 for spec in rig.chains:
                     if names is None or spec.name in names:
@@ -322,7 +351,12 @@ def lean_run(
     finally:
         if handler is not None:
             handlers.remove(handler)
-    return 1e3 * statistics.median(times), worst, handler
+    return {
+        "ms": 1e3 * statistics.median(times),
+        "res": worst,
+        "own": 1e3 * statistics.median(own) if own else 0.0,
+        "iterations": _iterations(handler),
+    }
 
 
 def main() -> None:
@@ -337,11 +371,11 @@ def main() -> None:
         f"best of {args.repeats} alternating runs of each side"
     )
     print(
-        f"{'case':44} {'lean ms':>8} {'Blender ms':>10} {'ratio':>6} {'goal':>6} {'lean res':>9} {'Blender res':>11}"
-        f" {'iterations (median, max)':>24}"
+        f"{'case':40} {'lean ms':>8} {'Blender ms':>10} {'ratio':>6} {'goal':>6} {'lean res':>9} {'Blender res':>11}"
+        f" {'handler ms':>10}  iterations (median/most)"
     )
     limbs = {"arm.L", "arm.R", "leg.L", "leg.R"}
-    cases: list[tuple[str, Callable[[], rigs.Rig], Callable[[rigs.Rig], object], float, float, set[str] | None]] = [
+    cases: list[tuple[str, Callable[[], rigs.Rig], Callable[[rigs.Rig], _Timed], float, float, set[str] | None]] = [
         ("(a1) one hand moved: the arm", live.character_one_hand, lambda r: LeanScalar(r, None), 0.15, 0.7, limbs),
         ("(a) limbs; spine and tail free", live.character, lambda r: LeanScalar(r, None), 0.15, 1.2, limbs),
         ("(a) limbs; spine, tail: no iterations", live.character, lambda r: LeanScalar(r, 0), 0.15, 1.2, limbs),
@@ -357,21 +391,16 @@ def main() -> None:
         ("(b) 100 x 10: plain FABRIK", live.many_chains, lambda r: LeanBatch(r, MAX_ITERATIONS), 0.2, 1.0, None),
     ]
     for label, build, make, amplitude, goal, names in cases:
+        # Alternating, so a burst of load hits both sides; the best run of each is compared (as bench/live.py).
         runs = [
-            (
-                lean_run(build, make, args.rounds, amplitude, names),
-                lean_run(build, None, args.rounds, amplitude, names),
-            )
+            (lean_run(build, make, args.rounds, amplitude, names), lean_run(build, None, args.rounds, amplitude, names))
             for _ in range(args.repeats)
         ]
-        ours = min((r[0] for r in runs), key=lambda r: r[0])
-        ref = min((r[1] for r in runs), key=lambda r: r[0])
-        counts = [i for run in runs for i in getattr(run[0][2], "iterations", [])]
-        counts += [i for run in runs for link in getattr(run[0][2], "links", ()) for i in link.iterations]
-        its = f"{statistics.median(counts):g}, {max(counts)}" if counts else "-"
+        ours = min((r[0] for r in runs), key=lambda r: r["ms"])
+        ref = min((r[1] for r in runs), key=lambda r: r["ms"])
         print(
-            f"{label:44} {ours[0]:8.3f} {ref[0]:10.3f} {ours[0] / ref[0]:6.2f} {'<=' + str(goal):>6} "
-            f"{ours[1]:9.2e} {ref[1]:11.2e} {its:>24}"
+            f"{label:40} {ours['ms']:8.3f} {ref['ms']:10.3f} {float(ours['ms']) / float(ref['ms']):6.2f} "
+            f"{'<=' + str(goal):>6} {ours['res']:9.2e} {ref['res']:11.2e} {ours['own']:10.3f}  {ours['iterations']}"
         )
     live.bpy_session.finish(0)
 
