@@ -10,8 +10,9 @@ IK's own handlers are unregistered for these runs; timing as `bench/live.py` (tw
 calls per round, medians of warm rounds, the best of alternating runs of each side).
 
 - (a1), (a) "limbs": each two-bone chain whose target moved, solved analytically toward its pole with
-  `mathutils`, each bone turned from its current pose by the shortest arc (its twist kept). On (a) the FABRIK spine and the CCD tail are left as they are: they cost nothing, so this row
-  is a lower bound for any solver of (a).
+  `mathutils`, each bone turned from its current pose by the shortest arc (its twist kept). On (a) the
+  FABRIK spine and the CCD tail are left as they are: they cost nothing, so this row is a lower bound for
+  any solver of (a).
 - (a) "no iterations": the same limbs, and the spine's and the tail's bones read and written (the arms carried
   along by the chest) but not solved: the cost of handling two more chains in the leanest code, a lower bound
   for any solver of them. "plain": solved by textbook FABRIK and CCD (no polish step) from the current pose
