@@ -241,16 +241,16 @@ class LeanBatch(_Timed):
         if any(bones[int(i)].parent is not None for i in self.index[:, 0]):
             raise ValueError("the stand-in takes chains whose root has no parent")
         self.targets = [spec.target for spec in rig.chains]
-        local = np.array([np.array(b.matrix_local.to_3x3()) for b in bones])
-        rest = np.array(
-            [local[names.index(b.parent.name)].T @ local[i] if b.parent else local[i] for i, b in enumerate(bones)]
-        )
+        rest = np.array([np.array(_rest_rel(b).to_matrix()) for b in bones])
         self.rest_inv = np.swapaxes(rest, -1, -2)[self.index]  # (K, N, 3, 3)
         self.lengths = np.array([b.length for b in bones])[self.index]  # (K, N)
         self.matrices = np.empty(16 * len(names), dtype=np.float32)
         self.euler = np.empty(3 * len(names), dtype=np.float32)
         obj.pose.bones.foreach_get("rotation_euler", self.euler)
         self.max_iterations = iterations
+        # The add-on's own conversions (loaded once the add-on is enabled).
+        self.minimal_rotation = live.bpy_session.submodule("solvers.rotations").minimal_rotation
+        self.euler_pair = live.bpy_session.submodule("core.convert").euler_pair
         self.last: np.ndarray | None = None
         self.iterations: list[int] = []
 
@@ -285,24 +285,16 @@ class LeanBatch(_Timed):
                 d = p[:, i + 1] - p[:, i]
                 p[:, i + 1] = p[:, i] + d * (lengths[:, i] / np.linalg.norm(d, axis=1))[:, None]
         self.iterations.append(iterations)
-        # Each bone turned by the shortest arc from its old direction to its new one (Rodrigues).
-        a = before / np.linalg.norm(before, axis=-1, keepdims=True)
+        # Each bone turned by the shortest arc from its old direction to its new one (the solvers' own).
         after = p[:, 1:] - p[:, :-1]
-        b = after / np.linalg.norm(after, axis=-1, keepdims=True)
-        v = np.cross(a, b)
-        cos = np.einsum("...i,...i->...", a, b)
-        skew = np.zeros((*v.shape, 3))
-        skew[..., 0, 1], skew[..., 0, 2], skew[..., 1, 2] = -v[..., 2], v[..., 1], -v[..., 0]
-        skew[..., 1, 0], skew[..., 2, 0], skew[..., 2, 1] = v[..., 2], -v[..., 1], v[..., 0]
-        solved = (np.eye(3) + skew + skew @ skew / (1.0 + cos)[..., None, None]) @ frames
+        a = (before / np.linalg.norm(before, axis=-1, keepdims=True)).reshape(-1, 3)
+        b = (after / np.linalg.norm(after, axis=-1, keepdims=True)).reshape(-1, 3)
+        solved = self.minimal_rotation(a, b).reshape(k, n, 3, 3) @ frames
         parents = np.empty_like(solved)
         parents[:, 0] = np.eye(3)
         parents[:, 1:] = solved[:, :-1]
         basis = self.rest_inv @ np.swapaxes(parents, -1, -2) @ solved
-        x = np.arctan2(basis[..., 2, 1], basis[..., 2, 2])
-        y = np.arcsin(np.clip(-basis[..., 2, 0], -1.0, 1.0))
-        z = np.arctan2(basis[..., 1, 0], basis[..., 0, 0])
-        self.euler.reshape(-1, 3)[self.index.ravel()] = np.stack([x, y, z], axis=-1).reshape(-1, 3)
+        self.euler.reshape(-1, 3)[self.index.ravel()] = self.euler_pair(basis.reshape(-1, 3, 3), "XYZ")[0]
         bones.foreach_set("rotation_euler", self.euler)
         obj.update_tag(refresh={"DATA"})
 
