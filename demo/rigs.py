@@ -212,3 +212,21 @@ def use_blender_ik(rig: Rig, iterations: int = 500) -> None:
         if spec.pole is not None:
             con.pole_target = spec.pole
             con.pole_angle = math.radians(-90)
+
+
+def humanoid(convention: str, name: str = "Character", bent: bool = True, scale: float = 1.0) -> bpy.types.Object:
+    """A humanoid skeleton in a naming convention of `demo.humanoids` (no IK), built in metres / `scale`.
+
+    With `scale` 0.01 the bones are 100x longer under an object scale of 0.01, as a centimetre game rig
+    imported from FBX is.
+    """
+    from .humanoids import bones
+
+    rows = bones(convention, bent)
+    k = 1.0 / scale
+    obj = armature(
+        name,
+        [(n, p or None, tuple(x * k for x in h), tuple(x * k for x in t), False) for n, p, h, t in rows],
+    )
+    obj.scale = (scale, scale, scale)
+    return obj

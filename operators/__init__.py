@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import bake, chains, cli, convert, ikfk, solve
+from . import bake, chains, cli, convert, ikfk, setup, solve
 
 
 def register() -> None:
@@ -11,11 +11,13 @@ def register() -> None:
     chains.register()
     convert.register()
     ikfk.register()
+    setup.register()
     cli.register()
 
 
 def unregister() -> None:
     cli.unregister()
+    setup.unregister()
     ikfk.unregister()
     convert.unregister()
     chains.unregister()

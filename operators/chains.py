@@ -5,8 +5,6 @@ Every operator here is undoable and reports what it did, or why it could not, na
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
 from typing import Literal
 
 import bpy
@@ -15,7 +13,9 @@ from bpy.props import BoolProperty, EnumProperty, IntProperty
 from bpy.types import Context, Object, Operator, PoseBone
 from mathutils import Matrix, Vector
 
+from ..core.presets import PRESET_ITEMS, preset_values
 from ..rig import live
+from ..rig.character import collection_for
 from ..rig.compat import classes_factory, is_bone_selected
 from ..rig.props import ReachBoneLimits, ReachChain, ReachRigSettings, bone_limits, rig_settings
 
@@ -73,16 +73,6 @@ def _world_scale(obj: Object) -> float:
     return float(np.linalg.norm(np.array(obj.matrix_world.to_3x3()), axis=0).mean())
 
 
-def _collection_for(context: Context, obj: Object) -> bpy.types.Collection:
-    """Where new Empties go: the armature's own (editable) collection, else the scene's."""
-    for coll in obj.users_collection:
-        if coll.library is None and not getattr(coll, "override_library", None):
-            return coll
-    scene = context.scene
-    assert scene is not None, "operators run with a scene"
-    return scene.collection
-
-
 def _new_empty(
     context: Context,
     rig: Object,
@@ -94,7 +84,7 @@ def _new_empty(
     ob = bpy.data.objects.new(name, None)
     ob.empty_display_type = display
     ob.empty_display_size = size
-    _collection_for(context, rig).objects.link(ob)
+    collection_for(context, rig).objects.link(ob)
     ob.matrix_world = matrix
     return ob
 
@@ -560,74 +550,6 @@ def _in_subtree(pb: PoseBone, chosen: set[str]) -> bool:
 # ---------------------------------------------------------------------------------------------------------
 # Limit presets
 # ---------------------------------------------------------------------------------------------------------
-
-PRESET_ITEMS = [
-    ("BALL", "Ball", "Ball-and-socket (hip, wrist): 60° every way, free twist"),
-    ("HINGE", "Hinge", "Bends both ways in one plane (150°), no side swing, twist ±5°"),
-    ("SHOULDER", "Shoulder", "Wide ellipse: 100° in the bend plane, 70° across it, twist ±60°"),
-    ("KNEE", "Knee / Elbow", "Bends one way (150°) and straightens only to straight, twist ±5°"),
-    ("SPINE", "Spine", "One vertebra: 25° in the bend plane, 20° across, twist ±15°"),
-]
-
-
-def bend_axes(rest_parent_dir: Iterable[float]) -> tuple[str, str, float]:
-    """Which cone sides a bone bends toward, from its parent's rest direction in its reference frame.
-
-    Returns ``(bend, straighten, rest_angle)``: the side the bone bends further toward, the opposite side
-    (toward straight) and the rest bend angle in radians. A bone straight in line with its parent (or a
-    root) bends toward ``'up'`` (+Z): Blender's limbs, Rigify's metarig included, bend about the bone's X
-    axis, toward +Z.
-    """
-    p = np.asarray(list(rest_parent_dir), dtype=np.float64)
-    p = p / max(float(np.linalg.norm(p)), 1e-12)
-    angle = float(math.atan2(math.hypot(p[0], p[2]), p[1]))
-    if angle < math.radians(1.0):
-        return "up", "down", 0.0
-    # Bending further moves the bone's +Y away from the parent's direction: toward -p in the X-Z plane.
-    if abs(p[2]) >= abs(p[0]):
-        return ("up", "down", angle) if p[2] < 0 else ("down", "up", angle)
-    return ("right", "left", angle) if p[0] < 0 else ("left", "right", angle)
-
-
-_ACROSS = {"up": ("left", "right"), "down": ("left", "right"), "left": ("up", "down"), "right": ("up", "down")}
-
-
-def preset_values(preset: str, rest_parent_dir: Iterable[float]) -> dict[str, float | bool]:
-    """The limit settings a preset writes, for a bone whose parent points along `rest_parent_dir`."""
-    bend, straighten, rest = bend_axes(rest_parent_dir)
-    across = _ACROSS[bend]
-    deg = math.radians
-    cone = {"up": 0.0, "down": 0.0, "left": 0.0, "right": 0.0}
-    twist: tuple[float, float] | None
-    if preset == "BALL":
-        cone = dict.fromkeys(cone, deg(60.0))
-        twist = None
-    elif preset == "HINGE":
-        cone[bend] = cone[straighten] = deg(150.0)
-        cone[across[0]] = cone[across[1]] = deg(2.0)
-        twist = (deg(-5.0), deg(5.0))
-    elif preset == "KNEE":
-        cone[bend] = deg(150.0)
-        # Back to straight (the rest bend) and no further: no hyperextension.
-        cone[straighten] = max(rest, deg(1.0))
-        cone[across[0]] = cone[across[1]] = deg(2.0)
-        twist = (deg(-5.0), deg(5.0))
-    elif preset == "SHOULDER":
-        cone[bend] = cone[straighten] = deg(100.0)
-        cone[across[0]] = cone[across[1]] = deg(70.0)
-        twist = (deg(-60.0), deg(60.0))
-    elif preset == "SPINE":
-        cone[bend] = cone[straighten] = deg(25.0)
-        cone[across[0]] = cone[across[1]] = deg(20.0)
-        twist = (deg(-15.0), deg(15.0))
-    else:
-        raise ValueError(f"unknown limits preset {preset!r}: use one of {[p[0] for p in PRESET_ITEMS]}")
-    values: dict[str, float | bool] = {f"cone_{side}": v for side, v in cone.items()}
-    values["use_cone"] = True
-    values["use_twist"] = twist is not None
-    if twist is not None:
-        values["twist_min"], values["twist_max"] = twist
-    return values
 
 
 def rest_parent_direction(pb: PoseBone) -> tuple[float, float, float]:

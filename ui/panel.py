@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import bpy
 from bpy.types import Context, Object, Panel, UILayout, UIList
 
-from ..operators.chains import PRESET_ITEMS, active_pose_bone
+from ..core.presets import PRESET_ITEMS
+from ..operators.chains import active_pose_bone
 from ..rig.compat import classes_factory
 from ..rig.props import SOLVER_ITEMS, ReachChain, bone_limits, rig_settings
 

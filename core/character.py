@@ -1,0 +1,265 @@
+"""What the one-click character set-up creates for a recognised humanoid: chains, controls, poles, limits.
+
+bpy-free: `plan` takes a `humanoid.Humanoid` with the skeleton's rest and current pose matrices (armature
+space) and returns a `SetupPlan`; `operators/setup.py` makes it real. Decisions made here:
+
+- Arms and legs are two-bone chains (FABRIK when a segment is split into bend and twist bones, as Daz
+  does), with a pole in the limb's current bend plane; a straight limb bends as a person does: knees
+  forward, elbows back, "forward" read from the feet (or from left x up when there are no feet).
+- The spine is one FABRIK chain from the first bone above the hips to the chest, the neck one from the first
+  bone above the chest to the head; both take their control's rotation (the chest and head turn with it).
+- Controls sit where the pose puts each chain's tip now (so nothing moves) and are named after the role
+  and side (``IK-hand.L``, ``Pole-arm.L``, ``IK-chest``, ``IK-head``).
+- Limits: Knee/Elbow hinges bending the way found above, a shoulder ellipse, a hip cone that lets the thigh
+  swing forward (sitting) further than back, the Spine preset on spine and neck bones.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .humanoid import Humanoid, Limb
+from .presets import preset_values, side_toward
+
+F64 = NDArray[np.float64]
+Limits = dict[str, float | bool]
+
+#: A bend (degrees) below which a limb counts as straight: its bend plane is then taken from the facing.
+STRAIGHT_DEG = 2.0
+
+
+@dataclass(frozen=True)
+class ChainSpec:
+    """One chain to create. Positions and matrices are in armature space."""
+
+    name: str
+    role: str  # 'arm', 'leg', 'spine', 'neck', 'finger'
+    side: str  # 'L', 'R' or ''
+    tip: int
+    length: int
+    solver: str
+    target_name: str
+    target_matrix: F64  # (4,4) where the control goes: at the tip's tail, oriented like the posed tip
+    pole_name: str = ""
+    pole_at: F64 | None = None  # (3,)
+    use_target_rotation: bool = False
+
+
+@dataclass(frozen=True)
+class SetupPlan:
+    chains: tuple[ChainSpec, ...]
+    limits: dict[int, Limits] = field(default_factory=dict)
+    forward: F64 = field(default_factory=lambda: np.zeros(3))
+    up: F64 = field(default_factory=lambda: np.zeros(3))
+
+
+@dataclass(frozen=True)
+class SetupOptions:
+    neck: bool = True
+    fingers: bool = False
+    limits: bool = True
+
+
+def _unit(v: F64) -> F64:
+    n = float(np.linalg.norm(v))
+    return v / n if n > 1e-12 else np.zeros(3)
+
+
+def facing(h: Humanoid, rest: F64) -> tuple[F64, F64, F64]:
+    """(up, left, forward) of the character in armature space, from its rest pose."""
+    up = _unit(rest[h.chest, :3, 3] - rest[h.hips, :3, 3])
+    left = rest[h.legs["L"].upper[0], :3, 3] - rest[h.legs["R"].upper[0], :3, 3]
+    left = _unit(left - up * float(left @ up))
+    # Left x up is forward for a character whose "L" bones are on its left. Feet (toes forward) overrule that
+    # sign when they clearly point one way, for skeletons whose sides came from a guess (topology).
+    forward = _unit(np.cross(left, up))
+    feet = [h.legs[s].end for s in ("L", "R") if h.legs[s].end >= 0]
+    along = np.sum([_unit(rest[f, :3, 1]) for f in feet], axis=0) if feet else np.zeros(3)
+    if float(along @ forward) < -0.3 * len(feet):
+        forward = -forward
+    return up, left, forward
+
+
+def _tip_matrix(pose: F64, tip: int, length: float) -> F64:
+    m = np.array(pose[tip], dtype=np.float64)
+    rot = m[:3, :3] / np.maximum(np.linalg.norm(m[:3, :3], axis=0), 1e-12)
+    out = np.eye(4)
+    out[:3, :3] = rot
+    out[:3, 3] = m[:3, 3] + m[:3, 1] * length
+    return out
+
+
+def _bend_angle(a: F64, b: F64, c: F64) -> float:
+    u, v = _unit(b - a), _unit(c - b)
+    return math.degrees(math.acos(max(-1.0, min(1.0, float(u @ v)))))
+
+
+def pole_position(joints: tuple[F64, F64, F64], bend_dir: F64) -> F64:
+    """A pole for a limb through `joints` (root, middle, tip): in its current bend plane, or along `bend_dir`.
+
+    Out from the middle joint by half the limb's length, so the two-bone solver keeps the bend it has.
+    """
+    root, middle, tip = joints
+    reach = float(np.linalg.norm(middle - root) + np.linalg.norm(tip - middle))
+    axis = _unit(tip - root)
+    if _bend_angle(root, middle, tip) >= STRAIGHT_DEG:
+        side = (middle - root) - axis * float((middle - root) @ axis)
+    else:
+        side = bend_dir - axis * float(bend_dir @ axis)
+        if float(np.linalg.norm(side)) < 1e-9:
+            side = np.cross(axis, np.array([1.0, 0.0, 0.0]))
+    return middle + _unit(side) * 0.5 * reach
+
+
+def _rest_parent_dir(rest: F64, parent: int, b: int) -> F64:
+    if parent < 0:
+        return np.array([0.0, 1.0, 0.0])
+    rel = rest[b, :3, :3].T @ rest[parent, :3, :3]
+    return np.asarray(rel[:, 1], dtype=np.float64)
+
+
+def _in_bone(rest: F64, b: int, direction: F64) -> F64:
+    """`direction` (armature space) in bone `b`'s rest frame."""
+    r = rest[b, :3, :3]
+    r = r / np.maximum(np.linalg.norm(r, axis=0), 1e-12)
+    return np.asarray(r.T @ direction, dtype=np.float64)
+
+
+def _cone_by_direction(rest: F64, b: int, angles: list[tuple[F64, float]], twist: float) -> Limits:
+    """Cone sides of bone `b` from angles given per armature-space direction (each side takes the nearest)."""
+    out: Limits = {}
+    for side, axis in (("right", 0), ("left", 0), ("up", 2), ("down", 2)):
+        sign = 1.0 if side in {"right", "up"} else -1.0
+        vec = rest[b, :3, axis] * sign
+        vec = _unit(vec)
+        best = max(angles, key=lambda da: float(_unit(da[0]) @ vec))
+        out[f"cone_{side}"] = math.radians(best[1])
+    out["use_cone"] = True
+    out["use_twist"] = True
+    out["twist_min"], out["twist_max"] = -math.radians(twist), math.radians(twist)
+    return out
+
+
+def _limb_limits(limb: Limb, rest: F64, parents: tuple[int, ...], up: F64, forward: F64) -> dict[int, Limits]:
+    out: dict[int, Limits] = {}
+    upper, lower = limb.upper[0], limb.lower[0]
+    # The lower bone's +Y swings backward when a knee bends and forward when an elbow does.
+    swing = forward if limb.kind == "arm" else -forward
+    bend = side_toward(_in_bone(rest, lower, swing).tolist())
+    out[lower] = preset_values("KNEE", _rest_parent_dir(rest, parents[lower], lower), bend=bend)
+    if limb.kind == "arm":
+        out[upper] = preset_values("SHOULDER", _rest_parent_dir(rest, parents[upper], upper))
+    else:
+        outward = _unit(np.cross(up, forward)) * (1.0 if limb.side == "L" else -1.0)
+        out[upper] = _cone_by_direction(
+            rest, upper, [(forward, 110.0), (-forward, 40.0), (outward, 60.0), (-outward, 30.0)], 45.0
+        )
+    # Twist bones in line (Daz): they only twist, as the rig means them to.
+    for b in (*limb.upper[1:], *limb.lower[1:]):
+        out[b] = {
+            "use_cone": True,
+            "cone_up": math.radians(1.0),
+            "cone_down": math.radians(1.0),
+            "cone_left": math.radians(1.0),
+            "cone_right": math.radians(1.0),
+            "use_twist": False,
+        }
+    return out
+
+
+def plan(
+    h: Humanoid,
+    names: tuple[str, ...],
+    parents: tuple[int, ...],
+    rest: F64,
+    bone_len: F64,
+    pose: F64,
+    options: SetupOptions,
+) -> SetupPlan:
+    """Every chain, control, pole and limit the set-up creates for `h` (see the module's decisions).
+
+    `rest` (B,4,4) are the bones' rest matrices, `bone_len` (B,) their lengths and `pose` (B,4,4) their
+    current pose matrices, all in armature space (`Bone.matrix_local`, `Bone.length`, `PoseBone.matrix`).
+    """
+    up, _left, forward = facing(h, rest)
+    chains: list[ChainSpec] = []
+    limits: dict[int, Limits] = {}
+    for kind, limbs, end_word, limb_word in (("arm", h.arms, "hand", "arm"), ("leg", h.legs, "foot", "leg")):
+        for side in ("L", "R"):
+            limb = limbs[side]
+            tip = limb.lower[-1]
+            root_head = pose[limb.upper[0], :3, 3]
+            middle = pose[limb.lower[0], :3, 3]
+            tip_tail = pose[tip, :3, 3] + pose[tip, :3, 1] * bone_len[tip]
+            bend_dir = -forward if kind == "arm" else forward
+            chains.append(
+                ChainSpec(
+                    name=f"{limb_word}.{side}",
+                    role=kind,
+                    side=side,
+                    tip=tip,
+                    length=len(limb.bones),
+                    solver="TWO_BONE" if limb.two_bone else "FABRIK",
+                    target_name=f"IK-{end_word}.{side}",
+                    target_matrix=_tip_matrix(pose, tip, bone_len[tip]),
+                    pole_name=f"Pole-{limb_word}.{side}",
+                    pole_at=pole_position((root_head, middle, tip_tail), bend_dir),
+                )
+            )
+            if options.limits:
+                limits.update(_limb_limits(limb, rest, parents, up, forward))
+    if len(h.spine) >= 2:
+        chains.append(
+            ChainSpec(
+                name="spine",
+                role="spine",
+                side="",
+                tip=h.chest,
+                length=len(h.spine),
+                solver="FABRIK",
+                target_name="IK-chest",
+                target_matrix=_tip_matrix(pose, h.chest, bone_len[h.chest]),
+                use_target_rotation=True,
+            )
+        )
+        if options.limits:
+            for b in h.spine:
+                limits[b] = preset_values("SPINE", _rest_parent_dir(rest, parents[b], b))
+    if options.neck and h.head >= 0 and len(h.neck) >= 2:
+        chains.append(
+            ChainSpec(
+                name="neck",
+                role="neck",
+                side="",
+                tip=h.head,
+                length=len(h.neck),
+                solver="FABRIK",
+                target_name="IK-head",
+                target_matrix=_tip_matrix(pose, h.head, bone_len[h.head]),
+                use_target_rotation=True,
+            )
+        )
+        if options.limits:
+            for b in h.neck[:-1]:
+                limits[b] = preset_values("SPINE", _rest_parent_dir(rest, parents[b], b))
+    if options.fingers:
+        for side, fingers in sorted(h.fingers.items()):
+            for k, bones in enumerate(fingers):
+                tip = bones[-1]
+                chains.append(
+                    ChainSpec(
+                        name=f"finger{k + 1}.{side}",
+                        role="finger",
+                        side=side,
+                        tip=tip,
+                        length=len(bones),
+                        solver="FABRIK",
+                        target_name=f"IK-{names[tip]}",
+                        target_matrix=_tip_matrix(pose, tip, bone_len[tip]),
+                    )
+                )
+    return SetupPlan(tuple(chains), limits, forward, up)

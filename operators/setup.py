@@ -1,0 +1,119 @@
+"""One-click character set-up (`reach.auto_setup`) and Symmetrize (`reach.symmetrize`).
+
+Set Up Character finds a humanoid in the active armature (`core.humanoid`: bone names of every common
+convention, else the shape of the hierarchy), plans its chains (`core.character`) and creates them with their
+controls and limits (`rig.character`). It changes nothing when it finds no humanoid, and adds nothing a
+previous run made. Symmetrize copies limits and chains to the other side by the same naming rules.
+"""
+
+from __future__ import annotations
+
+from bpy.props import BoolProperty, EnumProperty
+from bpy.types import Context, Operator
+
+from ..core.character import ChainSpec, SetupOptions, plan
+from ..core.humanoid import Humanoid, recognise
+from ..rig.character import apply_plan, read_skeleton
+from ..rig.compat import classes_factory
+from ..rig.props import rig_settings
+from .chains import _armature, _poll_armature
+
+
+class REACH_OT_auto_setup(Operator):
+    """Find the arms, legs, spine and head of a humanoid skeleton (Mixamo, Unreal, VRM, Rigify, CC, Daz or
+    generic names, else by its shape) and give it IK chains, controls, poles and joint limits"""
+
+    bl_idname = "reach.auto_setup"
+    bl_label = "Set Up Character"
+    bl_options = {"REGISTER", "UNDO"}
+
+    controls: EnumProperty(
+        name="Controls",
+        description="What the chains' targets and poles are",
+        items=[
+            ("BONE", "Control Bones", "New non-deforming bones in this armature (IK-hand.L, Pole-arm.L...)", 0),
+            ("EMPTY", "Empties", "New Empty objects", 1),
+        ],
+        default="BONE",
+    )
+    parent: EnumProperty(
+        name="Parent Controls To",
+        description="Which bone the new controls hang from (they move with it)",
+        items=[
+            ("ROOT", "Root", "The skeleton's top bone above the hips (none when the hips are the top)", 0),
+            ("HIPS", "Hips", "The hips: controls travel with the body", 1),
+            ("NONE", "Nothing", "Unparented: controls move only when animated", 2),
+        ],
+        default="ROOT",
+    )
+    neck: BoolProperty(name="Neck and Head", description="Also a chain from the neck to the head", default=True)
+    fingers: BoolProperty(name="Fingers", description="Also a chain per finger", default=False)
+    limits: BoolProperty(
+        name="Joint Limits",
+        description="Hinges on elbows and knees (bending as modelled), cones on shoulders, hips and spine",
+        default=True,
+    )
+
+    @classmethod
+    def poll(cls, context: Context) -> bool:
+        return _poll_armature(cls, context)
+
+    def execute(self, context: Context) -> set[str]:
+        obj = _armature(context)
+        if obj is None:
+            self.report({"ERROR"}, "Reach IK: make an armature the active object first")
+            return {"CANCELLED"}
+        sk = read_skeleton(obj)
+        found = recognise(sk.info)
+        if not isinstance(found, Humanoid):
+            self.report({"ERROR"}, f"Reach IK: '{obj.name}' is {found.why}; nothing was changed")
+            return {"CANCELLED"}
+        options = SetupOptions(neck=self.neck, fingers=self.fingers, limits=self.limits)
+        the_plan = plan(found, sk.info.names, sk.info.parent, sk.rest, sk.length, sk.pose, options)
+        settings = rig_settings(obj)
+        taken = {ch.tip_bone for ch in settings.chains}
+        new = [c for c in the_plan.chains if sk.info.names[c.tip] not in taken]
+        if not new:
+            self.report(
+                {"WARNING"},
+                f"Reach IK: '{obj.name}' is set up already (every chain it would add exists); nothing was added. "
+                "Remove its chains to set it up again",
+            )
+            return {"CANCELLED"}
+        parent = ""
+        if self.parent == "ROOT" and found.root >= 0:
+            parent = sk.info.names[found.root]
+        elif self.parent == "HIPS":
+            parent = sk.info.names[found.hips]
+        made = apply_plan(context, obj, the_plan, new, self.controls, parent)
+        self.report({"INFO"}, "Reach IK: " + summary(obj.name, found, the_plan.chains, new, options, len(made)))
+        return {"FINISHED"}
+
+
+def summary(
+    rig: str, h: Humanoid, planned: tuple[ChainSpec, ...], new: list[ChainSpec], options: SetupOptions, made: int
+) -> str:
+    """'Armature' (Mixamo names): arms: 2, legs: 2, spine: 3 bones, neck: 2 bones; not found: ..."""
+    parts = [f"arms: {len(h.arms)}", f"legs: {len(h.legs)}"]
+    missing = []
+    parts.append(f"spine: {len(h.spine)} bones" if len(h.spine) >= 2 else "spine: 1 bone (no chain)")
+    if h.head < 0:
+        missing.append("head")
+    elif options.neck:
+        parts.append(f"neck: {len(h.neck)} bones" if len(h.neck) >= 2 else "neck: none (head on the chest)")
+    if options.fingers:
+        parts.append(f"fingers: {sum(len(f) for f in h.fingers.values())}")
+        if not h.fingers:
+            missing.append("fingers")
+    skipped = len(planned) - len(new)
+    text = f"'{rig}' ({'by its shape' if h.by == 'topology' else h.by + ' names'}): " + ", ".join(parts)
+    text += f"; made {made} chains"
+    if skipped:
+        text += f" ({skipped} already there, kept)"
+    if missing:
+        text += "; not found: " + ", ".join(missing)
+    return text
+
+
+classes = (REACH_OT_auto_setup,)
+register, unregister = classes_factory(classes)

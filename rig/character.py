@@ -1,0 +1,201 @@
+"""The character set-up's bpy side: read a skeleton for `core.humanoid`, make a `core.character` plan real.
+
+`read_skeleton` returns plain arrays (no solving here); `apply_plan` creates the control bones (or Empties),
+the chains and the limits in one pass, leaving the pose as it was: every control is placed where the pose
+puts its chain's tip now, also under a posed parent bone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import bpy
+import numpy as np
+from mathutils import Matrix, Vector
+from numpy.typing import NDArray
+
+from ..core.character import ChainSpec, SetupPlan
+from ..core.humanoid import SkeletonInfo
+from .props import bone_limits, rig_settings
+
+#: The bone collection control bones go to (Blender 4.0+ armatures), so a rigger can show or hide them.
+CONTROLS_COLLECTION = "Reach IK Controls"
+
+
+@dataclass(frozen=True)
+class SkeletonRead:
+    info: SkeletonInfo
+    rest: NDArray[np.float64]  # (B,4,4) Bone.matrix_local
+    length: NDArray[np.float64]  # (B,) Bone.length
+    pose: NDArray[np.float64]  # (B,4,4) PoseBone.matrix
+
+
+def read_skeleton(obj: bpy.types.Object) -> SkeletonRead:
+    """Names, parents, rest and pose matrices (armature space) of `obj`'s bones, in `obj.data.bones` order."""
+    arm = obj.data
+    assert isinstance(arm, bpy.types.Armature) and obj.pose is not None
+    bones = list(arm.bones)
+    index = {b.name: i for i, b in enumerate(bones)}
+    parent = tuple(index[b.parent.name] if b.parent is not None else -1 for b in bones)
+    rest = np.array([np.array(b.matrix_local) for b in bones], dtype=np.float64).reshape(-1, 4, 4)
+    length = np.array([b.length for b in bones], dtype=np.float64)
+    pose = np.array([np.array(obj.pose.bones[b.name].matrix) for b in bones], dtype=np.float64).reshape(-1, 4, 4)
+    head = np.array([b.head_local for b in bones], dtype=np.float64).reshape(-1, 3)
+    tail = np.array([b.tail_local for b in bones], dtype=np.float64).reshape(-1, 3)
+    info = SkeletonInfo(tuple(b.name for b in bones), parent, head, tail)
+    return SkeletonRead(info, rest, length, pose)
+
+
+def _unique(existing: set[str], base: str) -> str:
+    if base not in existing:
+        return base
+    i = 1
+    while f"{base}.{i:03d}" in existing:
+        i += 1
+    return f"{base}.{i:03d}"
+
+
+def _rest_under(parent: str, want: NDArray[np.float64], sk: SkeletonRead) -> NDArray[np.float64]:
+    """The rest matrix a new child of bone `parent` needs so that its pose (identity channels) is `want`."""
+    if not parent:
+        return want
+    p = sk.info.names.index(parent)
+    return np.asarray(sk.rest[p] @ np.linalg.inv(sk.pose[p]) @ want)
+
+
+def _controls_collection(arm: bpy.types.Armature) -> bpy.types.BoneCollection | None:
+    colls = getattr(arm, "collections", None)
+    if colls is None:
+        return None
+    found: bpy.types.BoneCollection | None = colls.get(CONTROLS_COLLECTION)
+    if found is None:
+        found = colls.new(CONTROLS_COLLECTION)
+    return found
+
+
+def _new_bones(
+    context: bpy.types.Context, obj: bpy.types.Object, specs: list[tuple[str, NDArray[np.float64], float]], parent: str
+) -> list[str]:
+    """Non-deforming bones (name, pose matrix wanted, length), made in one Edit Mode visit; their names."""
+    arm = obj.data
+    assert isinstance(arm, bpy.types.Armature)
+    sk = read_skeleton(obj)
+    mode = obj.mode
+    view_layer = context.view_layer
+    assert view_layer is not None
+    view_layer.objects.active = obj
+    bpy.ops.object.mode_set(mode="EDIT")
+    made = []
+    try:
+        coll = _controls_collection(arm)
+        existing = {b.name for b in arm.edit_bones}
+        for base, want, length in specs:
+            name = _unique(existing, base)
+            existing.add(name)
+            rest = _rest_under(parent, want, sk)
+            rot = Matrix([list(r[:3]) for r in rest[:3]]).normalized()
+            head = Vector(rest[:3, 3].tolist())
+            eb = arm.edit_bones.new(name)
+            eb.head = head
+            eb.tail = head + rot.col[1] * length
+            eb.align_roll(rot.col[2])
+            eb.use_deform = False
+            if parent:
+                eb.parent = arm.edit_bones[parent]
+            if coll is not None:
+                coll.assign(eb)
+            made.append(name)
+    finally:
+        bpy.ops.object.mode_set(mode=mode if mode in {"OBJECT", "POSE"} else "OBJECT")
+    return made
+
+
+def collection_for(context: bpy.types.Context, obj: bpy.types.Object) -> bpy.types.Collection:
+    """Where new Empties go: the armature's own (editable) collection, else the scene's."""
+    for coll in obj.users_collection:
+        if coll.library is None and not getattr(coll, "override_library", None):
+            return coll
+    scene = context.scene
+    assert scene is not None, "operators run with a scene"
+    return scene.collection
+
+
+def _new_empty(
+    context: bpy.types.Context, obj: bpy.types.Object, name: str, world: Matrix, size: float, display: str, parent: str
+) -> bpy.types.Object:
+    ob = bpy.data.objects.new(name, None)
+    ob.empty_display_type = display  # type: ignore[assignment]
+    ob.empty_display_size = size
+    collection_for(context, obj).objects.link(ob)
+    if not parent:
+        ob.matrix_world = world
+        return ob
+    ob.parent = obj
+    ob.parent_type = "BONE"
+    ob.parent_bone = parent
+    # A bone parent's frame is the posed bone moved to its tail; the parent inverse takes the Empty from
+    # there to `world` with identity channels (its own channels stay free for the animator).
+    assert obj.pose is not None
+    pb = obj.pose.bones[parent]
+    bone_world = obj.matrix_world @ pb.matrix @ Matrix.Translation((0.0, pb.length, 0.0))
+    ob.matrix_parent_inverse = bone_world.inverted() @ world
+    return ob
+
+
+def apply_plan(
+    context: bpy.types.Context,
+    obj: bpy.types.Object,
+    plan: SetupPlan,
+    chains: list[ChainSpec],
+    controls: str,
+    parent: str,
+) -> list[str]:
+    """Create `chains` of `plan` (controls 'BONE' or 'EMPTY', parented to bone `parent` or none) and the
+    plan's limits; the names of the chains made."""
+    sk = read_skeleton(obj)
+    names = sk.info.names
+    settings = rig_settings(obj)
+    world = obj.matrix_world
+    scale = float(np.mean(np.linalg.norm(np.array(world.to_3x3()), axis=0)))
+    made: list[str] = []
+    bone_specs: list[tuple[str, NDArray[np.float64], float]] = []
+    for spec in chains:
+        size = max(0.5 * float(sk.length[spec.tip]), 1e-3)
+        bone_specs.append((spec.target_name, spec.target_matrix, size))
+        if spec.pole_at is not None:
+            m = np.eye(4)
+            m[:3, :3] = spec.target_matrix[:3, :3]
+            m[:3, 3] = spec.pole_at
+            bone_specs.append((spec.pole_name, m, 0.5 * size))
+    if controls == "BONE":
+        bone_names = iter(_new_bones(context, obj, bone_specs, parent))
+    for spec in chains:
+        ch = settings.chains.add()
+        ch.name = _unique({c.name for c in settings.chains if c != ch}, spec.name)
+        ch.tip_bone = names[spec.tip]
+        ch.chain_length = spec.length
+        ch.solver = spec.solver
+        ch.use_target_rotation = spec.use_target_rotation
+        if controls == "BONE":
+            ch.target, ch.target_bone, ch.created_target_bone = obj, next(bone_names), True
+            if spec.pole_at is not None:
+                ch.pole, ch.pole_bone, ch.created_pole_bone = obj, next(bone_names), True
+        else:
+            size = max(0.3 * float(sk.length[spec.tip]) * scale, 1e-4)
+            target_world = world @ Matrix([list(r) for r in spec.target_matrix])
+            rot = target_world.to_quaternion()
+            target_world = Matrix.LocRotScale(target_world.to_translation(), rot, None)
+            ch.target = _new_empty(context, obj, spec.target_name, target_world, size, "SPHERE", parent)
+            ch.created_target = True
+            if spec.pole_at is not None:
+                pole_world = Matrix.Translation(world @ Vector(spec.pole_at.tolist()))
+                ch.pole = _new_empty(context, obj, spec.pole_name, pole_world, 0.7 * size, "PLAIN_AXES", parent)
+                ch.created_pole = True
+        made.append(ch.name)
+    assert obj.pose is not None
+    for b, values in plan.limits.items():
+        limits = bone_limits(obj.pose.bones[names[b]])
+        for key, value in values.items():
+            setattr(limits, key, value)
+    settings.active_chain_index = len(settings.chains) - 1
+    return made
