@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import bake, chains, cli, convert, ikfk, setup, solve
+from . import bake, chains, cli, convert, ikfk, setup, solve, symmetry
 
 
 def register() -> None:
@@ -12,11 +12,13 @@ def register() -> None:
     convert.register()
     ikfk.register()
     setup.register()
+    symmetry.register()
     cli.register()
 
 
 def unregister() -> None:
     cli.unregister()
+    symmetry.unregister()
     setup.unregister()
     ikfk.unregister()
     convert.unregister()

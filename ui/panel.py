@@ -173,6 +173,11 @@ class VIEW3D_PT_reach_ik_chains(PanelMixin, Panel):
             return
         layout = _layout(self)
         settings = rig_settings(obj)
+        if not len(settings.chains):
+            # A rig with no IK yet: the one-click set-up first, large, before the manual tools.
+            big = layout.row()
+            big.scale_y = 1.6
+            big.operator("reach.auto_setup", text="Set Up Character", icon="ARMATURE_DATA")
         row = layout.row()
         row.template_list("REACH_UL_chains", "", settings, "chains", settings, "active_chain_index", rows=4)
         side = row.column(align=True)
@@ -183,14 +188,16 @@ class VIEW3D_PT_reach_ik_chains(PanelMixin, Panel):
         side.operator("reach.chain_move", text="", icon="TRIA_DOWN").direction = "DOWN"
         side.separator()
         side.operator("reach.chains_from_hierarchy", text="", icon="OUTLINER_DATA_ARMATURE")
+        side.separator()
+        side.operator("reach.symmetrize", text="", icon="MOD_MIRROR")
         if any(con.type == "IK" for pb in obj.pose.bones for con in pb.constraints):
             layout.operator("reach.convert_constraints", icon="CON_KINEMATIC")
         if not len(settings.chains):
             wrapped(
                 layout,
                 context,
-                "Pose Mode: click the tip bone (shift-click up to the chain's first bone), "
-                "then +. Or build one chain per leaf from the hierarchy.",
+                "A humanoid (Mixamo, Unreal, VRM, Rigify, CC, Daz...): Set Up Character. Any rig: in Pose "
+                "Mode click the tip bone (shift-click up to the chain's first bone), then +.",
                 icon="INFO",
             )
             return
@@ -220,6 +227,8 @@ class VIEW3D_PT_reach_ik_chains(PanelMixin, Panel):
         keyed.prop(chain, "soft")
         keyed.prop(chain, "stretch")
         draw_status(context, layout, chain)
+        if len(settings.chains):
+            layout.operator("reach.auto_setup", text="Set Up Character", icon="ARMATURE_DATA")
 
 
 class VIEW3D_PT_reach_ik_limits(PanelMixin, Panel):
@@ -287,6 +296,16 @@ class VIEW3D_PT_reach_ik_overlay(PanelMixin, Panel):
         row.prop(settings, "show_targets", toggle=True)
 
 
+def draw_pose_menu(menu: bpy.types.Menu, context: Context) -> None:
+    """Pose ▸ Reach IK entries: the one-click set-up and Symmetrize."""
+    layout = menu.layout
+    if layout is None:
+        return
+    layout.separator()
+    layout.operator("reach.auto_setup", text="Reach IK: Set Up Character", icon="ARMATURE_DATA")
+    layout.operator("reach.symmetrize", text="Reach IK: Symmetrize", icon="MOD_MIRROR")
+
+
 classes = (
     REACH_UL_chains,
     VIEW3D_PT_reach_ik,
@@ -294,4 +313,14 @@ classes = (
     VIEW3D_PT_reach_ik_limits,
     VIEW3D_PT_reach_ik_overlay,
 )
-register, unregister = classes_factory(classes)
+_register, _unregister = classes_factory(classes)
+
+
+def register() -> None:
+    _register()
+    bpy.types.VIEW3D_MT_pose.append(draw_pose_menu)
+
+
+def unregister() -> None:
+    bpy.types.VIEW3D_MT_pose.remove(draw_pose_menu)
+    _unregister()
