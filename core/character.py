@@ -3,9 +3,10 @@
 bpy-free: `plan` takes a `humanoid.Humanoid` with the skeleton's rest and current pose matrices (armature
 space) and returns a `SetupPlan`; `operators/setup.py` makes it real. Decisions made here:
 
-- Arms and legs are two-bone chains (FABRIK when a segment is split into bend and twist bones, as Daz
-  does), with a pole in the limb's current bend plane; a straight limb bends as a person does: knees
-  forward, elbows back, "forward" read from the feet (or from left x up when there are no feet).
+- Arms and legs are two-bone chains (CCD when a segment is split into bend and twist bones, as Daz does:
+  with the twist bones held in line, FABRIK stalls 5-19 cm short on the test rig where CCD reaches), with
+  a pole in the limb's current bend plane; a straight limb bends as a person does: knees forward, elbows
+  back, "forward" read from the feet (or from left x up when there are no feet).
 - The spine is one FABRIK chain from the first bone above the hips to the chest, the neck one from the first
   bone above the chest to the head; both take their control's rotation (the chest and head turn with it).
 - Controls sit where the pose puts each chain's tip now (so nothing moves) and are named after the role
@@ -144,13 +145,45 @@ def _cone_by_direction(rest: F64, b: int, angles: list[tuple[F64, float]], twist
     return out
 
 
+#: The bend (degrees) up to which a hinge whose plane is tilted from the bone's axes still bends freely.
+HINGE_FREE_DEG = 120.0
+
+
+def widen_hinge(values: Limits, bend_dir: F64) -> Limits:
+    """A Knee/Elbow hinge whose across sides let the limb bend in its own plane, `bend_dir` (bone frame).
+
+    Cone sides lie on the bone's X and Z axes; a limb whose bend plane is tilted from them by some angle
+    (a rolled forearm: 12.5 degrees on Rigify's metarig) leaves a 2-degree hinge after a few degrees of
+    bend. The across sides are widened so the elliptical cone holds the tilted plane up to
+    `HINGE_FREE_DEG` of bend, and no wider.
+    """
+    x, z = abs(float(bend_dir[0])), abs(float(bend_dir[2]))
+    along_z = z >= x
+    major, minor = (z, x) if along_z else (x, z)
+    tilt = math.atan2(minor, max(major, 1e-12))
+    theta = math.radians(HINGE_FREE_DEG)
+    wide = max(float(v) for k, v in values.items() if k.startswith("cone_"))
+    t_major, t_minor = theta * math.cos(tilt), theta * math.sin(tilt)
+    room = 1.0 - (t_major / wide) ** 2
+    across = t_minor / math.sqrt(room) if room > 1e-6 else math.radians(90.0)
+    across = min(max(across * 1.05, math.radians(2.0)), math.radians(90.0))
+    out = dict(values)
+    for side in ("left", "right") if along_z else ("up", "down"):
+        out[f"cone_{side}"] = max(float(values[f"cone_{side}"]), across)
+    return out
+
+
 def _limb_limits(limb: Limb, rest: F64, parents: tuple[int, ...], up: F64, forward: F64) -> dict[int, Limits]:
     out: dict[int, Limits] = {}
     upper, lower = limb.upper[0], limb.lower[0]
-    # The lower bone's +Y swings backward when a knee bends and forward when an elbow does.
+    # The lower bone's +Y swings backward when a knee bends and forward when an elbow does; a limb modelled
+    # bent says it itself (its +Y moves away from its parent's direction).
     swing = forward if limb.kind == "arm" else -forward
-    bend = side_toward(_in_bone(rest, lower, swing).tolist())
-    out[lower] = preset_values("KNEE", _rest_parent_dir(rest, parents[lower], lower), bend=bend)
+    p = _rest_parent_dir(rest, parents[lower], lower)
+    bent = math.degrees(math.atan2(math.hypot(p[0], p[2]), p[1])) >= STRAIGHT_DEG
+    d = -p if bent else _in_bone(rest, lower, swing)
+    values = preset_values("KNEE", p, bend=side_toward(d.tolist()))
+    out[lower] = widen_hinge(values, d)
     if limb.kind == "arm":
         out[upper] = preset_values("SHOULDER", _rest_parent_dir(rest, parents[upper], upper))
     else:
@@ -203,7 +236,7 @@ def plan(
                     side=side,
                     tip=tip,
                     length=len(limb.bones),
-                    solver="TWO_BONE" if limb.two_bone else "FABRIK",
+                    solver="TWO_BONE" if limb.two_bone else "CCD",
                     target_name=f"IK-{end_word}.{side}",
                     target_matrix=_tip_matrix(pose, tip, bone_len[tip]),
                     pole_name=f"Pole-{limb_word}.{side}",

@@ -1,0 +1,233 @@
+"""One-click character set-up and Symmetrize, measured from Blender's evaluated pose.
+
+Rigs: Rigify's human metarig (ships with Blender; nobody here wrote it) and skeletons built from
+`demo/humanoids.py` in each naming convention (Mixamo, Unreal, VRM, Character Creator, Daz, generic, and
+names that say nothing), at metre and centimetre scale, in different facings.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterator
+
+import addon_utils
+import bpy
+import numpy as np
+import pytest
+import rigs
+from conftest import ADDON
+from mathutils import Vector
+
+from demo import rigs as demo_rigs
+
+
+def _pose(obj: bpy.types.Object) -> dict[str, np.ndarray]:
+    deps = bpy.context.evaluated_depsgraph_get()
+    ev = obj.evaluated_get(deps)
+    return {pb.name: np.array(ev.matrix_world @ pb.matrix) for pb in ev.pose.bones}
+
+
+def _control_world(obj: bpy.types.Object, ch: bpy.types.PropertyGroup) -> np.ndarray:
+    if ch.target_bone:
+        return rigs.world_head(ch.target, ch.target_bone)
+    return np.array(ch.target.matrix_world.translation)
+
+
+def _move_control_toward_root(obj: bpy.types.Object, ch: bpy.types.PropertyGroup, t: float) -> np.ndarray:
+    """Move the chain's control a fraction `t` of the way to the chain's root joint (reachable); where to."""
+    root = obj.pose.bones[ch.tip_bone]
+    for _ in range(ch.chain_length - 1):
+        root = root.parent
+    goal_world = Vector(rigs.world_head(obj, root.name))
+    start = Vector(_control_world(obj, ch))
+    want = start.lerp(goal_world, t)
+    if ch.target_bone:
+        pb = obj.pose.bones[ch.target_bone]
+        # Move the control bone in world space: through its own pose matrix.
+        m = obj.matrix_world @ pb.matrix
+        m.translation = want
+        pb.matrix = obj.matrix_world.inverted() @ m
+    else:
+        ch.target.matrix_world.translation = want
+    rigs.update()
+    return np.array(want)
+
+
+def _setup(obj: bpy.types.Object, **kw: object) -> set[str]:
+    bpy.context.view_layer.objects.active = obj
+    return bpy.ops.reach.auto_setup(**kw)
+
+
+@pytest.fixture
+def rigify() -> Iterator[None]:
+    mod = addon_utils.enable("rigify", default_set=True, handle_error=None)
+    if mod is None:
+        pytest.skip("the bundled rigify add-on cannot be enabled in this bpy build")
+    try:
+        yield
+    finally:
+        addon_utils.disable("rigify", default_set=True, handle_error=None)
+
+
+def _check_limbs(obj: bpy.types.Object, tol: float) -> None:
+    """Each limb's tip lands on its control moved toward the chain's root; knees forward, elbows back."""
+    chains = {ch.name: ch for ch in obj.reach_ik.chains}
+    for name in ("arm.L", "arm.R", "leg.L", "leg.R"):
+        ch = chains[name]
+        want = _move_control_toward_root(obj, ch, 0.35)
+        tip = rigs.world_tail(obj, ch.tip_bone)
+        assert ch.is_valid, f"{name}: {ch.message}"
+        assert np.linalg.norm(tip - want) < tol, f"{name}: tip {tip} is {np.linalg.norm(tip - want)} from {want}"
+
+
+def _bend_side(obj: bpy.types.Object, ch: bpy.types.PropertyGroup, forward: np.ndarray) -> float:
+    """How far the middle joint sits in front (+) of the line from the limb's root to its tip."""
+    tip = obj.pose.bones[ch.tip_bone]
+    middle = rigs.world_head(obj, tip.name)
+    root = rigs.world_head(obj, tip.parent.name)
+    end = rigs.world_tail(obj, tip.name)
+    axis = (end - root) / np.linalg.norm(end - root)
+    off = (middle - root) - axis * ((middle - root) @ axis)
+    return float(off @ forward)
+
+
+def test_rigify_metarig_is_set_up_in_one_click(rigify: None) -> None:
+    bpy.ops.object.armature_human_metarig_add()
+    obj = bpy.context.active_object
+    rigs.update()
+    bones_before = {b.name for b in obj.data.bones}
+    before = _pose(obj)
+    assert _setup(obj) == {"FINISHED"}
+    rigs.update()
+    after = _pose(obj)
+    assert max(np.abs(after[n] - before[n]).max() for n in before) < 1e-5, "the set-up moved the pose"
+    chains = {ch.name: ch for ch in obj.reach_ik.chains}
+    assert set(chains) == {"arm.L", "arm.R", "leg.L", "leg.R", "spine", "neck"}
+    assert chains["arm.L"].tip_bone == "forearm.L" and chains["leg.R"].tip_bone == "shin.R"
+    assert chains["spine"].tip_bone == "spine.003" and chains["spine"].chain_length == 3
+    assert chains["arm.L"].solver == "TWO_BONE" and chains["arm.L"].pole_bone == "Pole-arm.L"
+    assert chains["leg.L"].target_bone == "IK-foot.L"
+    new = {b.name for b in obj.data.bones} - bones_before
+    assert {"IK-hand.L", "IK-foot.R", "Pole-leg.R", "IK-chest", "IK-head"} <= new
+    assert all(not obj.data.bones[n].use_deform for n in new), "controls do not deform"
+    # Limits: hinges on the shins and forearms, cones on thighs, upper arms and spine.
+    for bone in ("shin.L", "forearm.R", "thigh.L", "upper_arm.R", "spine.002"):
+        assert obj.pose.bones[bone].reach_ik.use_cone, bone
+    # Move the feet up toward the hips: knees bend forward (-Y is the metarig's front), elbows back.
+    _check_limbs(obj, 2e-3)
+    forward = np.array(obj.matrix_world.to_3x3() @ Vector((0.0, -1.0, 0.0)))
+    for side in ("L", "R"):
+        assert _bend_side(obj, chains[f"leg.{side}"], forward) > 0.05, f"knee {side} bends forward"
+        assert _bend_side(obj, chains[f"arm.{side}"], forward) < -0.02, f"elbow {side} bends back"
+
+
+CONVENTIONS = ["mixamo", "unreal", "vrm", "cc", "daz", "generic_lr", "generic_words", "generic_dot", "anonymous"]
+
+
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_each_convention_is_set_up_and_its_limbs_follow(convention: str) -> None:
+    # Unreal rigs come in centimetres under a 0.01 object scale; VRM faces +Y after import here; Daz has
+    # its twist bones in line (FABRIK limbs).
+    scale = 0.01 if convention in {"unreal", "cc"} else 1.0
+    obj = demo_rigs.humanoid(convention, bent=convention not in {"mixamo", "vrm"}, scale=scale)
+    if convention == "vrm":
+        obj.rotation_euler = (0.0, 0.0, math.pi)
+    if convention == "generic_words":
+        obj.rotation_euler = (math.pi / 2, 0.0, math.radians(30.0))  # a Y-up import, turned
+    rigs.update()
+    before = _pose(obj)
+    controls = "EMPTY" if convention in {"generic_lr", "cc"} else "BONE"
+    assert _setup(obj, controls=controls) == {"FINISHED"}
+    rigs.update()
+    after = _pose(obj)
+    assert max(np.abs(after[n][:3, 3] - before[n][:3, 3]).max() for n in before) < 1e-4
+    names = {ch.name for ch in obj.reach_ik.chains}
+    assert {"arm.L", "arm.R", "leg.L", "leg.R", "spine"} <= names
+    if controls == "EMPTY":
+        assert all(ch.target is not None and ch.target.type == "EMPTY" for ch in obj.reach_ik.chains)
+    _check_limbs(obj, 2e-3)
+    forward = np.array(obj.matrix_world.to_3x3().normalized() @ Vector((0.0, -1.0, 0.0)))
+    for side in ("L", "R"):
+        ch = next(c for c in obj.reach_ik.chains if c.name == f"leg.{side}")
+        assert _bend_side(obj, ch, forward) > 0.02, f"{convention}: knee {side} bends forward"
+
+
+def test_rerun_adds_nothing_and_undo_restores_everything() -> None:
+    obj = demo_rigs.humanoid("mixamo")
+    rigs.update()
+    bpy.ops.ed.undo_push(message="before")
+    bones_before = len(obj.data.bones)
+    snapshot = rigs.pose_snapshot(obj)
+    assert _setup(obj) == {"FINISHED"}
+    chains = len(obj.reach_ik.chains)
+    bones = len(obj.data.bones)
+    assert _setup(obj) == {"CANCELLED"}, "a second run adds nothing"
+    assert len(obj.reach_ik.chains) == chains and len(obj.data.bones) == bones
+    bpy.ops.ed.undo_push(message="set up")
+    bpy.ops.ed.undo()
+    obj = bpy.data.objects["Character"]
+    assert len(obj.reach_ik.chains) == 0 and len(obj.data.bones) == bones_before, "undo removes everything"
+    assert rigs.pose_snapshot(obj) == snapshot
+
+
+def test_a_skeleton_that_is_not_a_humanoid_changes_nothing() -> None:
+    obj = rigs.chain_rig(4)
+    rigs.update()
+    snapshot = rigs.pose_snapshot(obj)
+    bones = len(obj.data.bones)
+    with pytest.raises(RuntimeError, match="not a humanoid"):
+        _setup(obj)
+    assert len(obj.reach_ik.chains) == 0 and len(obj.data.bones) == bones
+    assert rigs.pose_snapshot(obj) == snapshot
+
+
+def test_symmetrize_mirrors_limits_and_chains() -> None:
+    obj = demo_rigs.humanoid("generic_dot")
+    rigs.update()
+    assert _setup(obj) == {"FINISHED"}
+    lim = obj.pose.bones["forearm.L"].reach_ik
+    lim.cone_left, lim.cone_right, lim.cone_up, lim.cone_down = 0.3, 0.4, 0.5, 0.6
+    lim.use_twist, lim.twist_min, lim.twist_max = True, -0.2, 0.1
+    # Remove the right arm's chain; Symmetrize brings it back from the left one, with a changed setting.
+    chains = obj.reach_ik.chains
+    chains.remove(next(i for i, c in enumerate(chains) if c.name == "arm.R"))
+    left = next(c for c in chains if c.name == "arm.L")
+    left.weight = 2.5
+    bpy.ops.object.mode_set(mode="POSE")
+    compat = sys.modules[ADDON + ".rig.compat"]
+    for pb in obj.pose.bones:
+        compat.select_bone(pb, pb.name == "forearm.L")
+    obj.data.bones.active = obj.data.bones["forearm.L"]
+    assert bpy.ops.reach.symmetrize() == {"FINISHED"}
+    bpy.ops.object.mode_set(mode="OBJECT")
+    r = obj.pose.bones["forearm.R"].reach_ik
+    assert (r.cone_left, r.cone_right) == pytest.approx((0.4, 0.3)), "left and right swap"
+    assert (r.cone_up, r.cone_down) == pytest.approx((0.5, 0.6)), "up and down stay"
+    assert (r.twist_min, r.twist_max) == pytest.approx((-0.1, 0.2)), "the twist range is negated"
+    right = next(c for c in obj.reach_ik.chains if c.tip_bone == "forearm.R")
+    assert right.name == "arm.R" and right.weight == pytest.approx(2.5)
+    assert right.target_bone == "IK-hand.R" and right.pole_bone == "Pole-arm.R", "the mirrored controls"
+    # The test's narrow elbow cones would stop the arms short: off, the mirrored chain reaches as the left.
+    for side in ("L", "R"):
+        obj.pose.bones[f"forearm.{side}"].reach_ik.use_cone = False
+    rigs.update()
+    _check_limbs(obj, 2e-3)
+
+
+def test_symmetrize_makes_mirrored_empties_for_a_chain_with_empties() -> None:
+    obj = demo_rigs.humanoid("unreal")
+    rigs.update()
+    bpy.context.view_layer.objects.active = obj
+    bpy.ops.object.mode_set(mode="POSE")
+    obj.data.bones.active = obj.data.bones["lowerarm_l"]
+    assert bpy.ops.reach.chain_add() == {"FINISHED"}
+    assert bpy.ops.reach.symmetrize() == {"FINISHED"}
+    bpy.ops.object.mode_set(mode="OBJECT")
+    right = next(c for c in obj.reach_ik.chains if c.tip_bone == "lowerarm_r")
+    left = next(c for c in obj.reach_ik.chains if c.tip_bone == "lowerarm_l")
+    assert right.target is not None and right.target != left.target
+    lt, rt = Vector(left.target.matrix_world.translation), Vector(right.target.matrix_world.translation)
+    assert (rt - Vector((-lt.x, lt.y, lt.z))).length < 1e-5, "the new target is the left one's mirror image"
+    rigs.update()
+    assert np.linalg.norm(rigs.world_tail(obj, "lowerarm_r") - np.array(rt)) < 1e-3
