@@ -10,7 +10,9 @@ space) and returns a `SetupPlan`; `operators/setup.py` makes it real. Decisions 
 - The spine is one FABRIK chain from the first bone above the hips to the chest, the neck one from the first
   bone above the chest to the head; both take their control's rotation (the chest and head turn with it).
 - Controls sit where the pose puts each chain's tip now (so nothing moves) and are named after the role
-  and side (``IK-hand.L``, ``Pole-arm.L``, ``IK-chest``, ``IK-head``).
+  and side (``IK-hand.L``, ``Pole-arm.L``, ``IK-chest``, ``IK-head``). A limb's control is oriented like
+  its hand or foot, which then takes the control's rotation (a Copy Rotation constraint on that bone, as
+  IK rigs do: a planted foot stays flat when the knee bends).
 - Limits: Knee/Elbow hinges bending the way found above, a shoulder ellipse, a hip cone that lets the thigh
   swing forward (sitting) further than back, the Spine preset on spine and neck bones.
 """
@@ -48,6 +50,7 @@ class ChainSpec:
     pole_name: str = ""
     pole_at: F64 | None = None  # (3,)
     use_target_rotation: bool = False
+    end: int = -1  # the hand or foot below a limb's tip, which takes its control's rotation (-1: none)
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class SetupOptions:
     neck: bool = True
     fingers: bool = False
     limits: bool = True
+    end_follow: bool = True  # hands and feet take their control's rotation (a Copy Rotation constraint)
 
 
 def _unit(v: F64) -> F64:
@@ -91,6 +95,15 @@ def _tip_matrix(pose: F64, tip: int, length: float) -> F64:
     out = np.eye(4)
     out[:3, :3] = rot
     out[:3, 3] = m[:3, 3] + m[:3, 1] * length
+    return out
+
+
+def _end_matrix(pose: F64, tip: int, end: int, length: float) -> F64:
+    """A limb control: at the tip's tail, oriented like the hand or foot below it (like the tip without one),
+    so the end bone can take the control's rotation without moving."""
+    out = _tip_matrix(pose, tip, length)
+    if end >= 0:
+        out[:3, :3] = _tip_matrix(pose, end, 0.0)[:3, :3]
     return out
 
 
@@ -238,7 +251,8 @@ def plan(
                     length=len(limb.bones),
                     solver="TWO_BONE" if limb.two_bone else "CCD",
                     target_name=f"IK-{end_word}.{side}",
-                    target_matrix=_tip_matrix(pose, tip, bone_len[tip]),
+                    target_matrix=_end_matrix(pose, tip, limb.end, bone_len[tip]),
+                    end=limb.end if options.end_follow else -1,
                     pole_name=f"Pole-{limb_word}.{side}",
                     pole_at=pole_position((root_head, middle, tip_tail), bend_dir),
                 )

@@ -108,10 +108,17 @@ def _stage(obj: bpy.types.Object) -> None:
             ob.color = (0.85, 0.55, 0.35, 1.0)
 
 
-def build() -> tuple[bpy.types.Object, str]:
-    """The character, set up by `reach.auto_setup` (its report returned), keyed and staged (not baked)."""
+def figure() -> bpy.types.Object:
+    """The Mixamo-named skeleton with its bone-parented body, no IK yet, the armature active."""
     obj = rigs.humanoid("mixamo", name="Mixamo Character", bent=False)
     _body(obj)
+    bpy.context.view_layer.objects.active = obj
+    return obj
+
+
+def build() -> tuple[bpy.types.Object, str]:
+    """The character, set up by `reach.auto_setup` (its report returned), keyed and staged (not baked)."""
+    obj = figure()
     bpy.context.view_layer.objects.active = obj
     for ob in bpy.context.selected_objects:
         ob.select_set(False)

@@ -257,7 +257,7 @@ def contact_sheet(rig_list: list[rigs.Rig], tracks: list[Track], path: Path) -> 
     tmp.replace(path)
 
 
-def gui_screenshot(blend: Path, out_png: Path) -> str:
+def gui_screenshot(blend: Path, out_png: Path, options: dict[str, object] | None = None) -> str:
     """Open the demo in the real Blender GUI (BLENDER) with the add-on installed, and screenshot it."""
     blender = os.environ.get("BLENDER")
     if not blender:
@@ -279,12 +279,15 @@ def gui_screenshot(blend: Path, out_png: Path) -> str:
             cwd=ROOT,
         )
         # tools/gui_setup.py (shared with the e2e GUI test) opens the Reach IK tab on the tentacle in Pose Mode.
-        options = {
-            "armature": "Tentacle",
-            "bone": "seg.004",
-            "frame": 50,
-            "view": {"location": [-0.2, 0.0, 1.0], "distance": 7.5},
-        }
+        options = dict(
+            options
+            or {
+                "armature": "Tentacle",
+                "bone": "seg.004",
+                "frame": 50,
+                "view": {"location": [-0.2, 0.0, 1.0], "distance": 7.5},
+            }
+        )
         tmp_png = Path(tmp) / "shot.png"
         options["shot"] = str(tmp_png)
         args = [

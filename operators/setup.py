@@ -48,6 +48,11 @@ class REACH_OT_auto_setup(Operator):
     )
     neck: BoolProperty(name="Neck and Head", description="Also a chain from the neck to the head", default=True)
     fingers: BoolProperty(name="Fingers", description="Also a chain per finger", default=False)
+    end_follow: BoolProperty(
+        name="Hands and Feet Follow",
+        description="Hands and feet take their control's rotation (a Copy Rotation constraint on each)",
+        default=True,
+    )
     limits: BoolProperty(
         name="Joint Limits",
         description="Hinges on elbows and knees (bending as modelled), cones on shoulders, hips and spine",
@@ -68,7 +73,7 @@ class REACH_OT_auto_setup(Operator):
         if not isinstance(found, Humanoid):
             self.report({"ERROR"}, f"Reach IK: '{obj.name}' is {found.why}; nothing was changed")
             return {"CANCELLED"}
-        options = SetupOptions(neck=self.neck, fingers=self.fingers, limits=self.limits)
+        options = SetupOptions(neck=self.neck, fingers=self.fingers, limits=self.limits, end_follow=self.end_follow)
         the_plan = plan(found, sk.info.names, sk.info.parent, sk.rest, sk.length, sk.pose, options)
         settings = rig_settings(obj)
         taken = {ch.tip_bone for ch in settings.chains}

@@ -142,6 +142,24 @@ def _new_empty(
     return ob
 
 
+#: The name of the constraint that makes a hand or foot follow its control's rotation.
+FOLLOW_CONSTRAINT = "Reach IK: follow control"
+
+
+def _follow(obj: bpy.types.Object, bone: str, target: bpy.types.Object, subtarget: str) -> None:
+    """Bone `bone` takes the world rotation of the control (`target` / `subtarget`), after the IK."""
+    assert obj.pose is not None
+    pb = obj.pose.bones[bone]
+    con = pb.constraints.get(FOLLOW_CONSTRAINT)
+    if con is None:
+        con = pb.constraints.new("COPY_ROTATION")
+        con.name = FOLLOW_CONSTRAINT
+    assert isinstance(con, bpy.types.CopyRotationConstraint)
+    con.target = target
+    con.subtarget = subtarget
+    con.target_space = con.owner_space = "WORLD"
+
+
 def apply_plan(
     context: bpy.types.Context,
     obj: bpy.types.Object,
@@ -191,6 +209,8 @@ def apply_plan(
                 pole_world = Matrix.Translation(world @ Vector(spec.pole_at.tolist()))
                 ch.pole = _new_empty(context, obj, spec.pole_name, pole_world, 0.7 * size, "PLAIN_AXES", parent)
                 ch.created_pole = True
+        if spec.end >= 0:
+            _follow(obj, names[spec.end], ch.target, ch.target_bone)
         made.append(ch.name)
     assert obj.pose is not None
     for b, values in plan.limits.items():

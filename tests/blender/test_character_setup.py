@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import rigs
 from conftest import ADDON
-from mathutils import Vector
+from mathutils import Matrix, Quaternion, Vector
 
 from demo import rigs as demo_rigs
 
@@ -120,6 +120,15 @@ def test_rigify_metarig_is_set_up_in_one_click(rigify: None) -> None:
     for side in ("L", "R"):
         assert _bend_side(obj, chains[f"leg.{side}"], forward) > 0.05, f"knee {side} bends forward"
         assert _bend_side(obj, chains[f"arm.{side}"], forward) < -0.02, f"elbow {side} bends back"
+    # The foot takes its control's rotation (it stays as the control turns it, whatever the knee does).
+    control = obj.pose.bones["IK-foot.L"]
+    control.rotation_quaternion = Quaternion((0.3, 0.2, -0.4), 0.6) @ control.rotation_quaternion
+    rigs.update()
+    pose = _pose(obj)
+    turn = Matrix(pose["foot.L"].tolist()).to_quaternion().rotation_difference(
+        Matrix(pose["IK-foot.L"].tolist()).to_quaternion()
+    )
+    assert turn.angle < 1e-3, f"the foot is {math.degrees(turn.angle):.2f} degrees off its control's rotation"
 
 
 CONVENTIONS = ["mixamo", "unreal", "vrm", "cc", "daz", "generic_lr", "generic_words", "generic_dot", "anonymous"]
