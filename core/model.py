@@ -131,7 +131,7 @@ class BoneLimits:
     use_cone: NDArray[np.bool_]  # (B,)
     cone: F64  # (B, 4) up, down, left, right (radians)
     use_twist: NDArray[np.bool_]  # (B,)
-    twist: F64  # (B, 2) min, max as stored (radians; see core.solve.twist_bound)
+    twist: F64  # (B, 2) min, max as stored (radians; see core.checks.twist_bound)
 
     @classmethod
     def none(cls, n: int) -> BoneLimits:

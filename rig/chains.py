@@ -462,7 +462,8 @@ def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain)
     )
 
 
-# Inherit Scale modes chain bones may have: each gives a bone its parent's rotation exactly (`core.solve.child_pose`).
+# Inherit Scale modes chain bones may have: each gives a bone its parent's rotation exactly
+# (`core.kinematics.child_pose`).
 _CHAIN_SCALE_MODES = {"FULL", "ALIGNED", "NONE", "NONE_LEGACY"}
 _SCALE_LABELS = {"FIX_SHEAR": "Fix Shear", "AVERAGE": "Average", "NONE_LEGACY": "None (Legacy)"}
 
