@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 
@@ -40,10 +41,15 @@ else:
     )
 
 
-def solver_for(name: str, rows: int) -> Callable[[ChainProblem], SolveResult]:
-    """The solver for `rows` chain rows of one kind: scalar for a few rows of one frame, else the batch."""
-    scalar = SCALAR.get(name)
-    return scalar[0] if scalar is not None and rows <= scalar[1] else SOLVERS[name]
+def solver_for(name: str, rows: int, frames: int = 1, cap: float = 0.0) -> Callable[[ChainProblem], SolveResult]:
+    """The solver for `rows` chain rows of one kind over `frames` frames: scalar for a few rows of one frame,
+    else the batch. `cap`: CCD's largest turn of a joint per iteration (radians; 0: none)."""
+    scalar = SCALAR.get(name) if frames == 1 else None
+    solver = scalar[0] if scalar is not None and rows <= scalar[1] else SOLVERS[name]
+    if cap > 0.0 and name == "CCD":
+        capped: Callable[..., SolveResult] = solver  # both CCD solvers take `max_angle`
+        return partial(capped, max_angle=cap)
+    return solver
 
 
 def tile_limits(limits: JointLimits | None, f: int) -> JointLimits | None:
@@ -192,7 +198,7 @@ def solve_batch(
                 # output, or products of those: rotations to float64 rounding, so the solver need not re-check.
                 exact_rotations=True,
             )
-        result = (solver_for(solver, k) if f == 1 else SOLVERS[solver])(problem)
+        result = solver_for(solver, k, f, chains[0].ccd_max_step)(problem)  # batches share a cap (`_solve_levels`)
         flat = [b for row in rows for b in row]
         if factors is not None and divisors is not None:
             rescale(work, chains, rows, factors, divisors)

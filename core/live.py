@@ -168,7 +168,14 @@ class Program:
             if g.is_tree:
                 return "a tree"
             c = g.chains[0]
-            if c.use_target_rotation or c.target_bone or c.pole_bone or c.soft > 0.0 or c.stretch > 1.0:
+            if (
+                c.use_target_rotation
+                or c.target_bone
+                or c.pole_bone
+                or c.soft > 0.0
+                or c.stretch > 1.0
+                or c.ccd_max_step
+            ):
                 return f"chain '{c.name}' uses a feature only the full solve has"
             channel = []
             for b in c.bones:

@@ -78,6 +78,8 @@ class ChainPlan:
     # bone with Inherit Scale 'Aligned', its parent's carrier. None when the chain cannot stretch.
     carriers: list[int] | None = None
     stretch_problem: str = ""  # why the chain cannot stretch (its message when Stretch is above 1)
+    # CCD's largest turn of one joint in one iteration (radians; 0 = no cap; `solvers.ccd.solve_ccd`).
+    ccd_max_step: float = 0.0
 
     def label(self, role: str) -> str:
         """The target or pole as messages name it, quoted: 'Empty' or 'Rig' bone 'IK-hand'."""

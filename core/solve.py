@@ -124,7 +124,7 @@ def _solve_levels(
     for li, lv in enumerate(levels):
         if li > 0:
             work.propagate()
-        batches: dict[tuple[str, int, bool], list[ChainPlan]] = {}
+        batches: dict[tuple[str, int, bool, float], list[ChainPlan]] = {}
         inputs = with_local_targets(work, inputs, [g for g in groups if g.level == lv])
         held = fk_start(work, [g for g in groups if g.level == lv], inputs) if inputs.influence else {}
         for g in groups:
@@ -145,8 +145,9 @@ def _solve_levels(
                     off_pose.update(g.bones)
                 continue
             c = g.chains[0]
-            batches.setdefault((c.solver, len(c.bones), c.use_target_rotation), []).append(c)
-        for (solver, _n, _rot), chains in batches.items():
+            key = (c.solver, len(c.bones), c.use_target_rotation, c.ccd_max_step)
+            batches.setdefault(key, []).append(c)
+        for (solver, _n, _rot, _cap), chains in batches.items():
             # `run(chains)` solves any subset of the batch (`_guarded` retries chain by chain).
             run = partial(solve_batch, snap, work, solver, inputs=inputs, space=space, report=report, smooth=smooth)
             failed = _guarded(report, sk, chains, run)

@@ -439,6 +439,9 @@ def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain)
         return f"Soft is {soft:.4g}: set it from 0 (off) to 0.5"
     if not (math.isfinite(stretch) and stretch >= 1.0):
         return f"Stretch is {stretch:.4g}: set it to 1 (off) or more"
+    cap = float(ch.ccd_max_step) if ch.solver == "CCD" else 0.0
+    if not 0.0 <= cap <= math.pi:  # False for NaN too: only a script can store it
+        return f"Step Cap is {cap:.4g}: set an angle from 0° (no cap) to 180°"
     carriers, stretch_problem = _stretch_carriers(obj, sk, bones, bool(ch.use_target_rotation))
     if stretch > 1.0 and carriers is None:
         return stretch_problem
@@ -459,6 +462,7 @@ def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain)
         stretch=stretch,
         carriers=carriers,
         stretch_problem=stretch_problem,
+        ccd_max_step=cap,
     )
 
 

@@ -109,6 +109,20 @@ class ReachChain(PropertyGroup):
         override=OVERRIDE,
         update=_mark_dirty,
     )
+    ccd_max_step: FloatProperty(
+        name="Step Cap",
+        description=(
+            "CCD only: the largest angle a joint turns by in one iteration (0 = no cap). A cap damps CCD on "
+            "long chains (no flips, a smoother approach) at the cost of more iterations: raise Max Iterations"
+        ),
+        subtype="ANGLE",
+        default=0.0,
+        min=0.0,
+        max=math.pi,
+        options=set(),  # a solver setting read with the plan, not per frame: not keyable
+        override=OVERRIDE,
+        update=_mark_dirty,
+    )
     weight: FloatProperty(
         name="Weight",
         description="Pull of this effector when chains share bones (a tree)",
