@@ -259,8 +259,8 @@ def _most(values: dict[int, F64], c: ChainPlan, planned: float) -> float:
 def soft_checked_groups(groups: list[Group], inputs: Inputs, report: RigReport) -> list[Group]:
     """The groups soft and stretch can be solved for; the chains of the others are reported invalid.
 
-    Trees (chains that share bones) take neither: their shared bones have no one root-to-target line to
-    ease along, nor one factor to stretch by. A chain whose bones cannot stretch (`ChainPlan.stretch_problem`)
+    Trees (chains that share bones) take Soft per chain (`trees`), not Stretch: their shared bones have no
+    one factor to stretch by. A chain whose bones cannot stretch (`ChainPlan.stretch_problem`)
     is refused in the frames it would. Checked on the per-frame values, so an animated Soft or Stretch is
     caught in a bake as well as live (where the plan checks the current values first).
     """
@@ -268,14 +268,12 @@ def soft_checked_groups(groups: list[Group], inputs: Inputs, report: RigReport) 
     for g in groups:
         msg = ""
         if g.is_tree:
-            uses = [
-                c for c in g.chains if _most(inputs.soft, c, c.soft) > 0.0 or _most(inputs.stretch, c, c.stretch) > 1.0
-            ]
+            uses = [c for c in g.chains if _most(inputs.stretch, c, c.stretch) > 1.0]
             if uses:
                 names = ", ".join(f"'{c.name}'" for c in uses)
                 msg = (
-                    "Soft and Stretch work on single chains, and this chain shares bones with others (a tree, "
-                    f"solved as one): set Soft to 0 and Stretch to 1 on {names}"
+                    "Stretch works on single chains, and this chain shares bones with others (a tree, solved as "
+                    f"one): set Stretch to 1 on {names}"
                 )
         else:
             c = g.chains[0]
