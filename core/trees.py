@@ -25,6 +25,7 @@ from ..solvers import tree
 from ..solvers.frames import ChainBatch, chain_bend
 from ..solvers.rotations import minimal_rotation, normalize, norms, perpendicular_part
 from ..solvers.soft import eased_distance
+from ..solvers.tree_frames import solve_tree_frames
 from ..solvers.types import CONVERGED, SOFT, STALLED, STATUS_NAMES, ChainProblem, TreeProblem, TreeResult
 from .batch import turn_about
 from .checks import cached_limits
@@ -237,10 +238,11 @@ def _solve_frames(
                 roll_mode=settings.roll_mode,
             )
         )
-    results = [tree.solve_tree(p) for p in problems]
+    # Several frames (a bake) in one batch over the frames, as single chains are (`solvers.tree_frames`).
+    results = solve_tree_frames(problems) if len(problems) > 1 else [tree.solve_tree(problems[0])]
     if smooth and len(results) > 1:
         # As for chains (`uniform_iterations`): every frame runs the same number of iterations.
         most = max(r.iterations for r in results)
         if any(r.iterations != most for r in results):
-            results = [tree.solve_tree(replace(p, tolerance=_EXHAUST, max_iterations=most)) for p in problems]
+            results = solve_tree_frames([replace(p, tolerance=_EXHAUST, max_iterations=most) for p in problems])
     return results

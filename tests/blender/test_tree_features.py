@@ -191,3 +191,32 @@ def test_soft_on_a_branch() -> None:
     off_line = float(np.linalg.norm(foot - np.dot(foot, direction) * direction))
     assert off_line <= 2e-3, f"the foot is {off_line:.3g} off the root -> target line"
     assert "softened" in left.message, left.message
+
+
+def test_a_tree_bake_replays_every_frame_reached() -> None:
+    # The frames of a tree bake are solved in one batch (`solvers.tree_frames`); the replayed keys reach.
+    rig = _tree()
+    chains = _chains(rig, GOALS)
+    chains["r"].pole = rigs.empty("Pr", (0.7, 2.0, 0.8))
+    chains["l"].use_target_rotation = True
+    keyed = {
+        "l": ((-1.0, 0.2, 0.3), (-0.9, 0.5, 0.6), (-1.1, -0.2, 0.1)),
+        "r": ((1.0, 0.2, 0.3), (0.8, 0.3, 0.8), (1.2, 0.0, 0.4)),
+    }
+    for side in LEGS:
+        target = bpy.data.objects[f"T{side}"]
+        for frame, loc in zip((1, 8, 15), keyed[side], strict=True):
+            target.location = loc
+            target.keyframe_insert("location", frame=frame)
+    rig.reach_ik.start_from = "REST"
+    bpy.context.view_layer.objects.active = rig
+    assert bpy.ops.reach.bake(frame_start=1, frame_end=15) == {"FINISHED"}
+    for frame in range(1, 16):
+        bpy.context.scene.frame_set(frame)
+        for side in LEGS:
+            goal = np.array(bpy.data.objects[f"T{side}"].matrix_world.translation)
+            miss = float(np.linalg.norm(rigs.world_tail(rig, f"{side}2") - goal))
+            assert miss <= TOL, f"frame {frame}: the replayed {side} foot is {miss:.3g} from its target"
+        hip, foot = rigs.world_head(rig, "r0"), rigs.world_tail(rig, "r2")
+        side_dir = _side(np.array(bpy.data.objects["Pr"].location), hip, foot)
+        assert np.dot(_bend(rig, "r"), side_dir) > 0.99, f"frame {frame}: the right leg left its pole's side"
