@@ -48,8 +48,11 @@ from ..solvers.scalar._chain import (
 )
 from ..solvers.types import CONVERGED, STALLED, STATUS_NAMES, UNREACHABLE, ZERO_LENGTH, ChainProblem
 from . import convert
+from .batch import solver_for, turn_about
+from .checks import cached_limits
+from .kinematics import Space, local_rotations
+from .messages import chain_message, outcomes_of
 from .model import ChainOutcome, ChainPlan, Snapshot
-from .solve import Space, cached_limits, chain_message, local_rotations, outcomes_of, solver_for, turn_about
 
 Channels = dict[str, NDArray[np.float32]]
 F64 = NDArray[np.float64]
@@ -165,7 +168,14 @@ class Program:
             if g.is_tree:
                 return "a tree"
             c = g.chains[0]
-            if c.use_target_rotation or c.target_bone or c.pole_bone or c.soft > 0.0 or c.stretch > 1.0:
+            if (
+                c.use_target_rotation
+                or c.target_bone
+                or c.pole_bone
+                or c.soft > 0.0
+                or c.stretch > 1.0
+                or c.ccd_max_step
+            ):
                 return f"chain '{c.name}' uses a feature only the full solve has"
             channel = []
             for b in c.bones:
@@ -349,7 +359,7 @@ class Program:
         chosen = set(order)
         sk = self.snap.sk
         ok = all(chosen.isdisjoint(self.links[i].below) for i in order)
-        # Batched as `core.solve` batches one level (`_solve_levels`), so each batch picks the same solver.
+        # Batched as `core.solve` batches one level (`core.solve._solve_levels`), so each batch picks the same solver.
         groups: dict[tuple[int, str, int], list[Link]] = {}
         for i in order:
             link = self.links[i]
@@ -536,7 +546,7 @@ class Program:
 
 
 def _turn(pole: Vector, root: Vector, goal: Vector, angle: float) -> Vector:
-    """`pole` turned by `angle` about the root -> goal axis (`core.solve._turn_poles`, one chain)."""
+    """`pole` turned by `angle` about the root -> goal axis (`core.batch.turn_poles`, one chain)."""
     axis = goal - root
     if axis.length <= 1e-12:
         return pole

@@ -78,6 +78,8 @@ class ChainPlan:
     # bone with Inherit Scale 'Aligned', its parent's carrier. None when the chain cannot stretch.
     carriers: list[int] | None = None
     stretch_problem: str = ""  # why the chain cannot stretch (its message when Stretch is above 1)
+    # CCD's largest turn of one joint in one iteration (radians; 0 = no cap; `solvers.ccd.solve_ccd`).
+    ccd_max_step: float = 0.0
 
     def label(self, role: str) -> str:
         """The target or pole as messages name it, quoted: 'Empty' or 'Rig' bone 'IK-hand'."""
@@ -131,7 +133,7 @@ class BoneLimits:
     use_cone: NDArray[np.bool_]  # (B,)
     cone: F64  # (B, 4) up, down, left, right (radians)
     use_twist: NDArray[np.bool_]  # (B,)
-    twist: F64  # (B, 2) min, max as stored (radians; see core.solve.twist_bound)
+    twist: F64  # (B, 2) min, max as stored (radians; see core.checks.twist_bound)
 
     @classmethod
     def none(cls, n: int) -> BoneLimits:

@@ -14,7 +14,7 @@ from bpy.types import Context, Object, Operator, PoseBone
 from mathutils import Matrix, Vector
 
 from ..core.presets import PRESET_ITEMS, preset_values
-from ..rig import live
+from ..rig import cache
 from ..rig.character import collection_for
 from ..rig.compat import classes_factory, is_bone_selected
 from ..rig.props import ReachBoneLimits, ReachChain, ReachRigSettings, bone_limits, rig_settings
@@ -358,7 +358,7 @@ class REACH_OT_chain_remove(Operator):
         settings.active_chain_index = min(i, max(len(settings.chains) - 1, 0))
         # The next update gives the chain's bones their FK pose back (rig/fk.py): removing an item of a
         # collection tags nothing by itself.
-        live.mark_dirty(obj)
+        cache.mark_dirty(obj)
         obj.update_tag()
         deleted = [ob.name for ob in doomed]
         for ob in doomed:

@@ -135,3 +135,19 @@ def clear(keep_stats: bool = True) -> None:
 def sizes() -> dict[str, int]:
     """Number of entries per cache (tests check that nothing grows without bound)."""
     return {name: len(table) for name, table in _TABLES.items()}
+
+
+def mark_dirty(obj: Any) -> None:
+    """A Reach IK setting of the armature object `obj` (or of its bones' limits) changed: check it on the next
+    live update. Here rather than in `live`, so the properties (`props`) can call it without importing `live`."""
+    uid = obj.session_uid
+    # The version is part of the fingerprint and of the plan key, so the next check re-solves and rebuilds.
+    versions[uid] = versions.get(uid, 0) + 1
+    dirty.add(uid)
+    # A chain added or removed can make an armature a rig (or not): list the scene's rigs again.
+    scene_rigs.clear()
+
+
+def settings_version(obj: Any) -> int:
+    """Bumped by every Reach IK setting change on the armature object `obj` (and its bones' limits)."""
+    return versions.get(obj.session_uid, 0)

@@ -218,25 +218,11 @@ def build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None
         bones = sorted({b for p in members for b in p.bones}, key=lambda b: (int(sk.depth[b]), b))
         is_tree = len(members) > 1
         if is_tree:
-            soft = [p for p in members if p.soft > 0.0 or p.stretch > 1.0]
-            if soft:
+            problem = _tree_problem(sk, members, owners)
+            if problem:
                 for p in members:
-                    plan.errors[p.index] = (
-                        "Soft and Stretch work on single chains, and chains that share bones are solved as one "
-                        "tree: set Soft to 0 and Stretch to 1 on " + ", ".join(f"'{b.name}'" for b in soft)
-                    )
+                    plan.errors[p.index] = problem
                 continue
-            bad = [p for p in members if p.use_target_rotation or p.weight <= 0.0]
-            if bad:
-                for p in members:
-                    plan.errors[p.index] = (
-                        "chains that share bones are solved as one tree; in a tree every chain needs a weight "
-                        "above 0 and Use Target Rotation off (see chain " + ", ".join(f"'{b.name}'" for b in bad) + ")"
-                    )
-                continue
-            for p in members:
-                if p.pole is not None:
-                    plan.notes[p.index] = "pole ignored: this chain shares bones with others (a tree)"
         plan.groups.append(Group(chains=members, bones=bones, is_tree=is_tree))
 
     # A group whose root hangs below another group's bones must be solved after it.
@@ -439,6 +425,9 @@ def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain)
         return f"Soft is {soft:.4g}: set it from 0 (off) to 0.5"
     if not (math.isfinite(stretch) and stretch >= 1.0):
         return f"Stretch is {stretch:.4g}: set it to 1 (off) or more"
+    cap = float(ch.ccd_max_step) if ch.solver == "CCD" else 0.0
+    if not 0.0 <= cap <= math.pi:  # False for NaN too: only a script can store it
+        return f"Step Cap is {cap:.4g}: set an angle from 0° (no cap) to 180°"
     carriers, stretch_problem = _stretch_carriers(obj, sk, bones, bool(ch.use_target_rotation))
     if stretch > 1.0 and carriers is None:
         return stretch_problem
@@ -459,10 +448,48 @@ def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain)
         stretch=stretch,
         carriers=carriers,
         stretch_problem=stretch_problem,
+        ccd_max_step=cap,
     )
 
 
-# Inherit Scale modes chain bones may have: each gives a bone its parent's rotation exactly (`core.solve.child_pose`).
+def _tree_problem(sk: Skeleton, members: list[ChainPlan], owners: dict[int, list[ChainPlan]]) -> str:
+    """Why chains that share bones cannot be solved as one tree, or "" (a tree is solved as one: one chain at
+    fault refuses its tree, and the message names it)."""
+    stretching = [p for p in members if p.stretch > 1.0]
+    if stretching:
+        return (
+            "Stretch works on single chains, and chains that share bones are solved as one tree: set Stretch to 1 "
+            "on " + ", ".join(f"'{p.name}'" for p in stretching)
+        )
+    weightless = [p for p in members if p.weight <= 0.0]
+    if weightless:
+        return (
+            "chains that share bones are solved as one tree; in a tree every chain needs a weight above 0 (see "
+            "chain " + ", ".join(f"'{p.name}'" for p in weightless) + ")"
+        )
+    tips = {p.bones[-1]: p for p in members}
+    for p in members:
+        if not p.use_target_rotation:
+            continue
+        tip = p.bones[-1]
+        if len(owners[tip]) > 1 or len(p.bones) < 2:
+            return (
+                f"chain '{p.name}' uses Target Rotation, and its tip bone '{sk.names[tip]}' is shared with other "
+                "chains of its tree (or is its only bone): in a tree the tip that takes the target's rotation must "
+                "be a bone only its own chain solves; turn Use Target Rotation off or lengthen the chain"
+            )
+        other = tips.get(p.bones[-2])
+        if other is not None:
+            return (
+                f"chain '{p.name}' uses Target Rotation, so its tip's parent '{sk.names[p.bones[-2]]}' reaches for "
+                f"where the tip's head must be, but that bone is the tip of chain '{other.name}': turn Use Target "
+                f"Rotation off on '{p.name}' or end '{other.name}' elsewhere"
+            )
+    return ""
+
+
+# Inherit Scale modes chain bones may have: each gives a bone its parent's rotation exactly
+# (`core.kinematics.child_pose`).
 _CHAIN_SCALE_MODES = {"FULL", "ALIGNED", "NONE", "NONE_LEGACY"}
 _SCALE_LABELS = {"FIX_SHEAR": "Fix Shear", "AVERAGE": "Average", "NONE_LEGACY": "None (Legacy)"}
 

@@ -53,6 +53,7 @@ from numpy.typing import NDArray
 from ..core import convert
 from ..core.model import Inputs, Plan
 from . import armature, cache
+from .props import rig_settings
 
 F32 = NDArray[np.float32]
 F64 = NDArray[np.float64]
@@ -349,7 +350,6 @@ def chain_bone_names(obj: bpy.types.Object, tip: str, length: int) -> list[str]:
 def enabled_chain_bones(obj: bpy.types.Object) -> set[str] | None:
     """Bones of every enabled chain of `obj`; None when an enabled chain names no bones (its tip is missing):
     then nobody can tell which stored bones are free, and none is given back."""
-    from .props import rig_settings
 
     out: set[str] = set()
     for ch in rig_settings(obj).chains:
@@ -392,7 +392,6 @@ class Frame:
 def influences(obj: bpy.types.Object, plan: Plan, read: Sequence[float] | None = None) -> dict[int, float]:
     """Each planned chain's Influence as set now (`read`: every chain's, already read in chain order; a
     script can store NaN: read as 1, pure IK)."""
-    from .props import rig_settings
 
     if read is None:
         read = [ch.influence for ch in rig_settings(obj).chains]

@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 
 from ..core import convert
 from ..core.model import ChainPlan, Group, Inputs, Plan, RigReport, Skeleton
+from ..core.trees import branch
 from . import anim, armature, fk, live
 from .chains import ChainChoiceError, choose_chains, target_bone_of
 from .props import ReachChain, rig_settings
@@ -371,8 +372,9 @@ def _reach(pose: _Pose, c: ChainPlan) -> float:
     return float(sum(pose.lengths[b] for b in c.bones))
 
 
-def _initial(obj: bpy.types.Object, pose: _Pose, c: ChainPlan, in_tree: bool) -> Placement:
-    """The geometric placement: target at the tip's tail (and orientation), pole in the bend plane."""
+def _initial(obj: bpy.types.Object, pose: _Pose, c: ChainPlan, group: Group) -> Placement:
+    """The geometric placement: target at the tip's tail (and orientation), pole in the bend plane (in a
+    tree, the plane of the chain's branch: its bones no other chain shares, which its pole turns)."""
     target, pole = chain_controls(obj, c.index)
     tip = c.bones[-1]
     at = pose.local(target)
@@ -381,8 +383,13 @@ def _initial(obj: bpy.types.Object, pose: _Pose, c: ChainPlan, in_tree: bool) ->
         at[:3, :3] = rot * np.linalg.norm(at[:3, :3], axis=0)[None, :]  # the target keeps its scale
     at[:3, 3] = pose.tail(tip)
     place = Placement(c, target, at)
-    if pole is None or in_tree:
-        return place  # a tree ignores poles
+    if pole is None:
+        return place
+    if group.is_tree:
+        own = branch(group, c)
+        if len(own) < (3 if c.use_target_rotation else 2):
+            return place  # a branch of one bone has no bend plane: the pole stays where it is
+        c = replace(c, bones=own)
     place.pole, place.pole_at = pole, pose.local(pole)
     root, _axis, bend = _bend(pose, c)
     reach = _reach(pose, c)
@@ -493,7 +500,7 @@ def _place_group(
     inputs = read_inputs(obj, view, pose_now=pose.matrices)
     assert inputs.scale is not None  # read_inputs reads the scale channels
     inputs.release = stretch_release(obj, sk, view, inputs.scale[0])
-    places = [_initial(obj, pose, c, g.is_tree) for c in g.chains if c.index in picked]
+    places = [_initial(obj, pose, c, g) for c in g.chains if c.index in picked]
     best = [Placement(p.chain, p.target, p.target_at.copy(), p.pole, p.pole_at) for p in places]
     reach = [_Reach(p.target_at[:3, 3].copy(), _reach(pose, p.chain)) for p in places]
     for _round in range(ROUNDS):

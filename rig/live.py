@@ -28,6 +28,7 @@ from mathutils import Matrix
 from numpy.typing import NDArray
 
 from ..core import solve as core
+from ..core.checks import check_inputs
 from ..core.live import Program
 from ..core.model import ChainOutcome, Group, Plan, RigReport, Skeleton, Snapshot
 from ..solvers.scalar import SCALAR_MAX_CHAINS
@@ -42,21 +43,6 @@ _busy = False
 # bench/live.py turn it off to compare with the full path; nothing else does.
 use_program = True
 _suspended: set[int] = set()  # session_uid of armatures being baked: the bake solves them itself
-
-
-def mark_dirty(obj: bpy.types.Object) -> None:
-    """A Reach IK setting of `obj` (or of its bones' limits) changed: check it on the next update."""
-    uid = obj.session_uid
-    # The version is part of the fingerprint and of the plan key, so the next check re-solves and rebuilds.
-    cache.versions[uid] = cache.versions.get(uid, 0) + 1
-    cache.dirty.add(uid)
-    # A chain added or removed can make an armature a rig (or not): list the scene's rigs again.
-    cache.scene_rigs.clear()
-
-
-def settings_version(obj: bpy.types.Object) -> int:
-    """Bumped by every Reach IK setting change on `obj` (and its bones' limits)."""
-    return cache.versions.get(obj.session_uid, 0)
 
 
 @contextmanager
@@ -251,7 +237,7 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
     angles = tuple((ch.pole_angle, ch.influence) for ch in s.chains)
     # A system override is refused (chains.rig_problem); made editable in place, it solves with nothing else new.
     editable = not system_override(obj)
-    version = settings_version(obj)
+    version = cache.settings_version(obj)
     settings = (s.tolerance, s.max_iterations, s.roll_mode, s.start_from, version, state, angles, editable)
     seen = _Seen(_channel_bytes(channels), settings, sk.key, mats[0].tobytes(), mats, pose, channels, roots=roots_bytes)
     # What can change this rig's solve: itself (pose, transform, settings), its armature data, and the
@@ -681,7 +667,7 @@ def _lean_batch(
         controls_now=lean.controls,
         angles_now=lean.angles,
     )
-    if core.check_inputs(lean.snap.sk, plan, obj.name, inputs):
+    if check_inputs(lean.snap.sk, plan, obj.name, inputs):
         return None
     many = program.batchable(order)
     if many is not None:

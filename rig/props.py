@@ -21,6 +21,7 @@ from bpy.props import (
 )
 from bpy.types import Context, Object, PropertyGroup
 
+from . import cache
 from .compat import classes_factory
 
 OVERRIDE: set[Literal["LIBRARY_OVERRIDABLE"]] = {"LIBRARY_OVERRIDABLE"}
@@ -42,13 +43,11 @@ START_ITEMS = [
 
 
 def _mark_dirty(self: PropertyGroup, context: Context) -> None:
-    # Settings changes must trigger a re-solve even when nothing moved; the live module owns the flag.
+    # Settings changes must trigger a re-solve even when nothing moved: `cache` holds the flag live solving reads.
     # `id_data` is the armature object for both Object.reach_ik and PoseBone.reach_ik.
-    from . import live
-
     owner = self.id_data
     if isinstance(owner, Object):
-        live.mark_dirty(owner)
+        cache.mark_dirty(owner)
 
 
 class ReachChain(PropertyGroup):
@@ -107,6 +106,20 @@ class ReachChain(PropertyGroup):
         default=0.0,
         soft_min=-math.pi,
         soft_max=math.pi,
+        override=OVERRIDE,
+        update=_mark_dirty,
+    )
+    ccd_max_step: FloatProperty(
+        name="Step Cap",
+        description=(
+            "CCD only: the largest angle a joint turns by in one iteration (0 = no cap). A cap damps CCD on "
+            "long chains (no flips, a smoother approach) at the cost of more iterations: raise Max Iterations"
+        ),
+        subtype="ANGLE",
+        default=0.0,
+        min=0.0,
+        max=math.pi,
+        options=set(),  # a solver setting read with the plan, not per frame: not keyable
         override=OVERRIDE,
         update=_mark_dirty,
     )

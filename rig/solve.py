@@ -15,6 +15,7 @@ import bpy
 import numpy as np
 from numpy.typing import NDArray
 
+from ..core import checks
 from ..core import solve as core
 from ..core.model import (
     AXIS_ANGLE,
@@ -297,13 +298,13 @@ def snapshot(
 
 
 def check_inputs(obj: bpy.types.Object, plan: Plan, inputs: Inputs) -> str | None:
-    """A message naming the first broken transform of `inputs` (NaN, inf), or None (`core.check_inputs`)."""
-    return core.check_inputs(armature.skeleton(obj), plan, obj.name, inputs)
+    """A message naming the first broken transform of `inputs` (NaN, inf), or None (`core.checks.check_inputs`)."""
+    return checks.check_inputs(armature.skeleton(obj), plan, obj.name, inputs)
 
 
 def broken_inputs(obj: bpy.types.Object, plan: Plan, inputs: Inputs) -> tuple[str | None, dict[int, str]]:
-    """What is broken in `inputs`: for the whole rig, and chain by chain (`core.broken_inputs`)."""
-    return core.broken_inputs(armature.skeleton(obj), plan, obj.name, inputs)
+    """What is broken in `inputs`: for the whole rig, and chain by chain (`core.checks.broken_inputs`)."""
+    return checks.broken_inputs(armature.skeleton(obj), plan, obj.name, inputs)
 
 
 def solve_inputs(
@@ -364,7 +365,7 @@ def solve_rig(
         inputs = read_inputs(obj, plan, reads.pose, reads.world, reads.channels["scale"], sk_now=sk)
     else:
         inputs = read_inputs(obj, plan)
-    whole, broken = core.broken_inputs(sk, plan, obj.name, inputs)
+    whole, broken = checks.broken_inputs(sk, plan, obj.name, inputs)
     if whole is not None:
         report.rig_error = whole
         for g in plan.groups:

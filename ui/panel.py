@@ -211,6 +211,8 @@ class VIEW3D_PT_reach_ik_chains(PanelMixin, Panel):
         col = layout.column()
         col.active = chain.enabled
         col.prop(chain, "solver")
+        if chain.solver == "CCD":
+            col.prop(chain, "ccd_max_step")
         col.prop_search(chain, "tip_bone", obj.data, "bones", text="Tip Bone", icon="BONE_DATA")
         col.prop(chain, "chain_length", text="Length")
         col.prop(chain, "target")

@@ -136,7 +136,7 @@ def test_half_influence_is_the_slerp_of_fk_and_ik_per_bone(chain: str, bones: tu
     _chain(obj, chain).influence = 0.0
     _settle()
     fk = {b: _basis(obj, b) for b in bones}
-    # The IK solution from the FK pose (a blended chain's IK always starts there: `core.solve._fk_start`).
+    # The IK solution from the FK pose (a blended chain's IK always starts there: `core.blend.fk_start`).
     _chain(obj, chain).influence = 1.0
     _settle()
     ik = {b: _basis(obj, b) for b in bones}

@@ -155,7 +155,7 @@ def test_chain_below_an_invalid_chain_reaches_on_the_pose_blender_shows(start_fr
 
 def _without_rig_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """Let a bad limit through to the solver: stands for any bad number the rig's own checks do not foresee."""
-    core = bpy_session.submodule("core.solve")
+    core = bpy_session.submodule("core.checks")
     monkeypatch.setattr(core, "_limit_problem", lambda *args: None)
 
 

@@ -109,7 +109,7 @@ def test_nan_tolerance_names_the_setting() -> None:
 
 def test_solver_refusal_names_the_bones(monkeypatch: pytest.MonkeyPatch) -> None:
     # Stands for any number the rig's own checks do not foresee: the solver's refusal still names the bones.
-    monkeypatch.setattr(bpy_session.submodule("core.solve"), "_limit_problem", lambda *args: None)
+    monkeypatch.setattr(bpy_session.submodule("core.checks"), "_limit_problem", lambda *args: None)
     rig, ch = _chain()
     lim = rig.pose.bones["b1"].reach_ik
     lim.use_cone = True

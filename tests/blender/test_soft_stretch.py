@@ -365,7 +365,7 @@ def test_chains_that_cannot_stretch_report_it() -> None:
     assert not ch.is_valid and "Average" in ch.message, ch.message
 
 
-def test_trees_refuse_soft_and_stretch() -> None:
+def test_trees_refuse_stretch() -> None:
     rig = rigs.armature(
         "Rig",
         [
@@ -380,10 +380,18 @@ def test_trees_refuse_soft_and_stretch() -> None:
     right = rigs.add_chain(rig, "r1", 3, rigs.empty("TR", (0.9, 0.2, 1.5)))
     rigs.update()
     assert left.is_valid and right.is_valid
-    left.soft = 0.1
+    left.soft = 0.1  # taken per chain (tests/blender/test_tree_features.py)
+    rigs.update()
+    assert left.is_valid and right.is_valid, (left.message, right.message)
+    for b in ("l0", "l1", "r0", "r1"):
+        rig.data.bones[b].inherit_scale = "NONE"  # so each chain alone could stretch
+    rigs.update()
+    before = rigs.pose_snapshot(rig)
+    left.stretch = 1.5
     rigs.update()
     for ch in (left, right):
         assert not ch.is_valid and "tree" in ch.message and "'l1'" in ch.message, ch.message
+    assert rigs.pose_snapshot(rig) == before
 
 
 def test_stretch_with_target_rotation() -> None:
