@@ -259,39 +259,28 @@ def plan(
             )
             if options.limits:
                 limits.update(_limb_limits(limb, rest, parents, up, forward))
-    if len(h.spine) >= 2:
+    # The spine and the neck: FABRIK up to the chest / head, which turns with its control; limited below it.
+    for name, tip, bones, limited, wanted in (
+        ("spine", h.chest, h.spine, h.spine, True),
+        ("neck", h.head, h.neck, h.neck[:-1], options.neck and h.head >= 0),
+    ):
+        if not wanted or len(bones) < 2:
+            continue
         chains.append(
             ChainSpec(
-                name="spine",
-                role="spine",
+                name=name,
+                role=name,
                 side="",
-                tip=h.chest,
-                length=len(h.spine),
+                tip=tip,
+                length=len(bones),
                 solver="FABRIK",
-                target_name="IK-chest",
-                target_matrix=_tip_matrix(pose, h.chest, bone_len[h.chest]),
+                target_name="IK-chest" if name == "spine" else "IK-head",
+                target_matrix=_tip_matrix(pose, tip, bone_len[tip]),
                 use_target_rotation=True,
             )
         )
         if options.limits:
-            for b in h.spine:
-                limits[b] = preset_values("SPINE", _rest_parent_dir(rest, parents[b], b))
-    if options.neck and h.head >= 0 and len(h.neck) >= 2:
-        chains.append(
-            ChainSpec(
-                name="neck",
-                role="neck",
-                side="",
-                tip=h.head,
-                length=len(h.neck),
-                solver="FABRIK",
-                target_name="IK-head",
-                target_matrix=_tip_matrix(pose, h.head, bone_len[h.head]),
-                use_target_rotation=True,
-            )
-        )
-        if options.limits:
-            for b in h.neck[:-1]:
+            for b in limited:
                 limits[b] = preset_values("SPINE", _rest_parent_dir(rest, parents[b], b))
     if options.fingers:
         for side, fingers in sorted(h.fingers.items()):

@@ -15,7 +15,7 @@ from mathutils import Matrix, Vector
 
 from ..core.presets import PRESET_ITEMS, preset_values
 from ..rig import cache
-from ..rig.character import collection_for
+from ..rig.character import collection_for, new_bones
 from ..rig.compat import classes_factory, is_bone_selected
 from ..rig.props import ReachBoneLimits, ReachChain, ReachRigSettings, bone_limits, rig_settings
 
@@ -266,15 +266,6 @@ class REACH_OT_chain_add(Operator):
         return {"FINISHED"}
 
 
-def _unique_bone_name(arm: bpy.types.Armature, base: str) -> str:
-    if base not in arm.bones:
-        return base
-    i = 1
-    while f"{base}.{i:03d}" in arm.bones:
-        i += 1
-    return f"{base}.{i:03d}"
-
-
 def _new_control_bones(context: Context, obj: Object, tip: PoseBone, pole_at: Vector | None) -> tuple[str, str]:
     """Non-deforming control bones for the chain ending at `tip`: 'IK-<tip>' at the tip's tail, oriented like the
     posed tip (so Use Target Rotation takes the pose it has), and 'Pole-<tip>' at `pole_at` (world) if given.
@@ -282,34 +273,17 @@ def _new_control_bones(context: Context, obj: Object, tip: PoseBone, pole_at: Ve
     Both are unparented (they move only when animated) and built where the pose puts the tip now, so adding
     them moves nothing. Edit Mode is entered for that and left again in the mode the armature was in.
     """
-    arm = armature_data(obj)
-    tail = tip.tail.copy()
-    rot = tip.matrix.to_3x3().normalized()
+    rot = np.array(tip.matrix.to_3x3().normalized(), dtype=np.float64)
     length = max(0.5 * tip.length, 1e-3)
-    pole_local = obj.matrix_world.inverted() @ pole_at if pole_at is not None else None
-    tip_name = tip.name
-    mode = obj.mode
-    view_layer = context.view_layer
-    assert view_layer is not None
-    view_layer.objects.active = obj
-    bpy.ops.object.mode_set(mode="EDIT")
-    try:
-        target_name = _unique_bone_name(arm, f"IK-{tip_name}")
-        eb = arm.edit_bones.new(target_name)
-        eb.head = tail
-        eb.tail = tail + rot.col[1] * length
-        eb.align_roll(rot.col[2])
-        eb.use_deform = False
-        pole_name = ""
-        if pole_local is not None:
-            pole_name = _unique_bone_name(arm, f"Pole-{tip_name}")
-            pb = arm.edit_bones.new(pole_name)
-            pb.head = pole_local
-            pb.tail = pole_local + rot.col[1] * 0.5 * length
-            pb.use_deform = False
-    finally:
-        bpy.ops.object.mode_set(mode=mode if mode in {"OBJECT", "POSE"} else "OBJECT")
-    return target_name, pole_name
+    target = np.eye(4)
+    target[:3, :3], target[:3, 3] = rot, np.array(tip.tail.to_tuple())
+    specs = [(f"IK-{tip.name}", target, length)]
+    if pole_at is not None:
+        pole = target.copy()
+        pole[:3, 3] = np.array((obj.matrix_world.inverted() @ pole_at).to_tuple())
+        specs.append((f"Pole-{tip.name}", pole, 0.5 * length))
+    names = new_bones(context, obj, specs, parent="")
+    return names[0], names[1] if len(names) > 1 else ""
 
 
 class REACH_OT_chain_remove(Operator):

@@ -16,7 +16,7 @@ from mathutils import Matrix
 
 from ..core.mirror import mirror_limits
 from ..core.names import mirror_name
-from ..rig.character import collection_for
+from ..rig.character import collection_for, edit_mode
 from ..rig.compat import classes_factory, is_bone_selected
 from ..rig.props import ReachChain, bone_limits, rig_settings
 from .chains import _armature, _poll_armature, active_pose_bone, armature_data, pose_bones
@@ -43,13 +43,7 @@ def _mirror_world(rig: Object, world: Matrix) -> Matrix:
 
 def _mirror_bone(context: Context, rig: Object, name: str, other: str) -> None:
     """Bone `other` made as the mirror image of bone `name` (head, tail, roll; parent by mirrored name)."""
-    arm = armature_data(rig)
-    mode = rig.mode
-    view_layer = context.view_layer
-    assert view_layer is not None
-    view_layer.objects.active = rig
-    bpy.ops.object.mode_set(mode="EDIT")
-    try:
+    with edit_mode(context, rig) as arm:
         src = arm.edit_bones[name]
         eb = arm.edit_bones.new(other)
         eb.head = (-src.head.x, src.head.y, src.head.z)
@@ -61,8 +55,6 @@ def _mirror_bone(context: Context, rig: Object, name: str, other: str) -> None:
             eb.parent = arm.edit_bones[pname]
         for coll in getattr(src, "collections", ()):
             coll.assign(eb)
-    finally:
-        bpy.ops.object.mode_set(mode=mode if mode in {"OBJECT", "POSE"} else "OBJECT")
 
 
 def _mirror_object(context: Context, rig: Object, ob: Object) -> Object:

@@ -7,6 +7,8 @@ puts its chain's tip now, also under a posed parent bone.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import bpy
@@ -46,13 +48,30 @@ def read_skeleton(obj: bpy.types.Object) -> SkeletonRead:
     return SkeletonRead(info, rest, length, pose)
 
 
-def _unique(existing: set[str], base: str) -> str:
+def unique_name(existing: Collection[str], base: str, first: int = 1) -> str:
+    """`base`, or `base.001` (from `first`) and up, whichever is not in `existing` (Blender's own scheme)."""
     if base not in existing:
         return base
-    i = 1
+    i = first
     while f"{base}.{i:03d}" in existing:
         i += 1
     return f"{base}.{i:03d}"
+
+
+@contextmanager
+def edit_mode(context: bpy.types.Context, obj: bpy.types.Object) -> Iterator[bpy.types.Armature]:
+    """Edit Mode on armature `obj` for the block (its data yielded), then back to Object or Pose Mode."""
+    arm = obj.data
+    assert isinstance(arm, bpy.types.Armature)
+    mode = obj.mode
+    view_layer = context.view_layer
+    assert view_layer is not None
+    view_layer.objects.active = obj
+    bpy.ops.object.mode_set(mode="EDIT")
+    try:
+        yield arm
+    finally:
+        bpy.ops.object.mode_set(mode=mode if mode in {"OBJECT", "POSE"} else "OBJECT")
 
 
 def _rest_under(parent: str, want: NDArray[np.float64], sk: SkeletonRead) -> NDArray[np.float64]:
@@ -73,24 +92,17 @@ def _controls_collection(arm: bpy.types.Armature) -> bpy.types.BoneCollection | 
     return found
 
 
-def _new_bones(
+def new_bones(
     context: bpy.types.Context, obj: bpy.types.Object, specs: list[tuple[str, NDArray[np.float64], float]], parent: str
 ) -> list[str]:
     """Non-deforming bones (name, pose matrix wanted, length), made in one Edit Mode visit; their names."""
-    arm = obj.data
-    assert isinstance(arm, bpy.types.Armature)
     sk = read_skeleton(obj)
-    mode = obj.mode
-    view_layer = context.view_layer
-    assert view_layer is not None
-    view_layer.objects.active = obj
-    bpy.ops.object.mode_set(mode="EDIT")
     made = []
-    try:
+    with edit_mode(context, obj) as arm:
         coll = _controls_collection(arm)
         existing = {b.name for b in arm.edit_bones}
         for base, want, length in specs:
-            name = _unique(existing, base)
+            name = unique_name(existing, base)
             existing.add(name)
             rest = _rest_under(parent, want, sk)
             rot = Matrix([list(r[:3]) for r in rest[:3]]).normalized()
@@ -105,8 +117,6 @@ def _new_bones(
             if coll is not None:
                 coll.assign(eb)
             made.append(name)
-    finally:
-        bpy.ops.object.mode_set(mode=mode if mode in {"OBJECT", "POSE"} else "OBJECT")
     return made
 
 
@@ -186,10 +196,10 @@ def apply_plan(
             m[:3, 3] = spec.pole_at
             bone_specs.append((spec.pole_name, m, 0.5 * size))
     if controls == "BONE":
-        bone_names = iter(_new_bones(context, obj, bone_specs, parent))
+        bone_names = iter(new_bones(context, obj, bone_specs, parent))
     for spec in chains:
         ch = settings.chains.add()
-        ch.name = _unique({c.name for c in settings.chains if c != ch}, spec.name)
+        ch.name = unique_name({c.name for c in settings.chains if c != ch}, spec.name)
         ch.tip_bone = names[spec.tip]
         ch.chain_length = spec.length
         ch.solver = spec.solver

@@ -125,8 +125,10 @@ def test_rigify_metarig_is_set_up_in_one_click(rigify: None) -> None:
     control.rotation_quaternion = Quaternion((0.3, 0.2, -0.4), 0.6) @ control.rotation_quaternion
     rigs.update()
     pose = _pose(obj)
-    turn = Matrix(pose["foot.L"].tolist()).to_quaternion().rotation_difference(
-        Matrix(pose["IK-foot.L"].tolist()).to_quaternion()
+    turn = (
+        Matrix(pose["foot.L"].tolist())
+        .to_quaternion()
+        .rotation_difference(Matrix(pose["IK-foot.L"].tolist()).to_quaternion())
     )
     assert turn.angle < 1e-3, f"the foot is {math.degrees(turn.angle):.2f} degrees off its control's rotation"
 
