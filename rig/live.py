@@ -183,6 +183,12 @@ def _hanging(
     return tuple(out)
 
 
+def leaders_of(obj: bpy.types.Object) -> list[bpy.types.Object]:
+    """The other armatures whose bones the targets and poles of `obj` hang from (or are), in the file."""
+    uids = {a for a, _b, _o in _hangs_of(obj, chain_state(obj)[1]) if a != obj.session_uid}
+    return [ob for ob in bpy.data.objects if ob.type == "ARMATURE" and ob.session_uid in uids]
+
+
 def _hangs_of(obj: bpy.types.Object, entries: list[Entry]) -> tuple[tuple[int, str, bpy.types.Object], ...]:
     """What the targets and poles of `obj` hang from (`_hanging`); its own control bones are not listed."""
     others = [(ob, bone) for ob, bone in entries if bone and ob != obj]

@@ -265,12 +265,13 @@ def test_target_rotation_from_a_zero_scaled_target_is_refused() -> None:
     assert rigs.pose_snapshot(rig) == before
 
 
-def _two_rigs() -> tuple[bpy.types.Object, bpy.types.Object, bpy.types.Object, bpy.types.Object]:
+def _two_rigs(start_b: str = "REST") -> tuple[bpy.types.Object, bpy.types.Object, bpy.types.Object, bpy.types.Object]:
     """Rig B reaches for TB; rig A reaches for TA, which is parented to B's tip bone (B's chain moves it)."""
     b = rigs.chain_rig(3, name="B")
     tb = rigs.empty("TB", (0.5, 0.2, 2.5))
     rigs.add_chain(b, "b2", 3, tb, name="lead")
-    b.reach_ik.start_from = "REST"  # B's pose depends on its target only, not on the frames solved before
+    # REST: B's pose depends on its target only; CURRENT (the default): also on the frames played before.
+    b.reach_ik.start_from = start_b
     a = rigs.chain_rig(3, name="A")
     a.location = (1.5, 0.0, 0.0)
     rigs.update()
@@ -311,3 +312,34 @@ def test_bake_of_a_rig_whose_target_hangs_from_a_live_rig() -> None:
         goal = np.array(ta.matrix_world.translation)
         d = float(np.linalg.norm(rigs.world_tail(a, "b2") - goal))
         assert d <= TOL, f"frame {frame}: the baked tip is {d:.4g} from where TA was"
+
+
+def test_bake_of_a_rig_following_a_history_dependent_live_rig_matches_the_replay() -> None:
+    """B starts from its current pose (the default): each pass over the frames twists B's tip a little more
+    (its KEEP roll along a closed path of TB), so TA is not where it was a pass ago. The bake reads the pass
+    it steps through and puts B back as it found it, so a replay from there puts A's tip on TA, and warns."""
+    a, ta, b, tb = _two_rigs("CURRENT")
+    for frame, loc in ((1, (0.6, 0.3, 2.4)), (10, (0.3, -0.2, 2.6)), (20, (0.7, 0.1, 2.2))):
+        tb.location = loc
+        tb.keyframe_insert("location", frame=frame)
+    scene = bpy.context.scene
+    drift = []
+    for _pass in range(3):  # live playback, three passes: TA at frame 1 is elsewhere after each
+        for frame in range(1, 21):
+            scene.frame_set(frame)
+        scene.frame_set(1)
+        drift.append(np.array(ta.matrix_world.translation))
+    assert np.linalg.norm(drift[2] - drift[0]) > 10 * TOL, "B's pose drifts from pass to pass (history-dependent)"
+    b_before = rigs.pose_snapshot(b)
+    bake = bpy_session.submodule("rig.bake")
+    result = bake.bake_rig(a, bake.BakeOptions(frame_start=1, frame_end=20))
+    assert result.read_path == "frame_set"
+    assert any("'B'" in w and "Start From" in w for w in result.warnings), result.warnings
+    assert rigs.pose_snapshot(b) == b_before, "the bake puts the live rig it stepped back as it found it"
+    assert not a.reach_ik.chains[0].enabled
+    for frame in range(1, 21):
+        scene.frame_set(frame)
+        rigs.update()
+        goal = np.array(ta.matrix_world.translation)
+        d = float(np.linalg.norm(rigs.world_tail(a, "b2") - goal))
+        assert d <= TOL, f"frame {frame}: the baked tip is {d:.4g} from where TA is on the replay"
