@@ -58,6 +58,9 @@ dirty: set[int] = set()
 stretched: dict[int, dict[str, float]] = {}
 # session_uid -> (names JSON as stored, names, name -> row): the FK store's bone names parsed (rig/fk.py).
 fk_names: dict[int, Any] = {}
+# armature data pointer -> {old bone name: new name}: bones renamed in this session, found by comparing the
+# skeleton before and after (same place in the bone list, same rest matrix); the FK store follows them.
+renamed: dict[int, dict[str, str]] = {}
 
 # Derived from an armature's inputs: dropped when it must be checked afresh (`forget`).
 _DERIVED: tuple[dict[int, Any], ...] = (
@@ -95,6 +98,7 @@ _TABLES: dict[str, dict[int, Any]] = {
     "scene_rigs": scene_rigs,
     "stretched": stretched,
     "fk_names": fk_names,
+    "renamed": renamed,
 }
 
 
@@ -117,8 +121,9 @@ def prune(alive_objects: Iterable[int], alive_data: Iterable[int]) -> None:
     for uid in list(fingerprints):
         forget(uid)
     keep_data = set(alive_data)
-    for ptr in [p for p in skeletons if p not in keep_data]:
-        del skeletons[ptr]
+    for table in (skeletons, renamed):
+        for ptr in [p for p in table if p not in keep_data]:
+            del table[ptr]
     scene_rigs.clear()
     dirty.intersection_update(keep)
 

@@ -12,6 +12,7 @@ import bpy
 import numpy as np
 
 from ..core.model import NONE, NONE_LEGACY, ChainPlan, Group, Plan, Skeleton, usable
+from . import fk, renames
 from .compat import is_bone_selected
 from .props import ReachChain, rig_settings
 
@@ -142,14 +143,19 @@ def build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None
     plan = Plan()
     settings = rig_settings(obj)
     plans: list[ChainPlan] = []
+    checked: set[int] = set()
     for i, ch in enumerate(settings.chains):
         if not ch.enabled or (only is not None and i not in only):
             continue
+        checked.add(i)
         err = _validate_chain(obj, sk, i, ch)
         if isinstance(err, str):
             plan.errors[i] = err
         else:
             plans.append(err)
+    # Where the chains' bones are now, so a later rename can be followed (rig/renames.py).
+    renames.remember(obj, checked)
+    fk.follow_renames(obj, sk.index)
     if not plans:
         return plan
 

@@ -60,9 +60,10 @@ def test_renaming_the_tip_of_a_chain_from_the_root() -> None:
     rig.data.bones["b2"].name = "hand"
     rigs.update()
     ch = rig.reach_ik.chains[0]
-    assert not ch.is_valid and "'b2'" in ch.message and "renamed" in ch.message, ch.message
+    # Followed, as Blender's constraints follow a renamed subtarget (rig/renames.py): nothing to solve anew.
+    assert ch.tip_bone == "hand" and ch.is_valid, ch.message
     assert rigs.pose_snapshot(rig) == before
-    ch.tip_bone = "hand"  # picking the bone again makes it valid and solved
+    ch.target.location.x -= 0.1
     rigs.update()
     assert ch.is_valid and _measured(rig, ch) <= TOL, ch.message
 
