@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from . import bake, chains, cli, convert, ikfk, solve
+from . import bake, chains, cli, convert, fix, ikfk, solve
 
 
 def register() -> None:
     solve.register()
     bake.register()
     chains.register()
+    fix.register()
     convert.register()
     ikfk.register()
     cli.register()
@@ -18,6 +19,7 @@ def unregister() -> None:
     cli.unregister()
     ikfk.unregister()
     convert.unregister()
+    fix.unregister()
     chains.unregister()
     bake.unregister()
     solve.unregister()

@@ -58,6 +58,9 @@ dirty: set[int] = set()
 stretched: dict[int, dict[str, float]] = {}
 # session_uid -> (names JSON as stored, names, name -> row): the FK store's bone names parsed (rig/fk.py).
 fk_names: dict[int, Any] = {}
+# session_uid -> {chain index: chains.Refusal}: the chains the last validation refused for bone settings
+# Reach IK can change itself (the panel's fix button; `reach.fix_chain` validates afresh before it changes any).
+fixes: dict[int, dict[int, Any]] = {}
 # armature data pointer -> {old bone name: new name}: bones renamed in this session, found by comparing the
 # skeleton before and after (same place in the bone list, same rest matrix); the FK store follows them.
 renamed: dict[int, dict[str, str]] = {}
@@ -73,6 +76,7 @@ _DERIVED: tuple[dict[int, Any], ...] = (
     depends,
     hangs,
     fk_names,
+    fixes,
 )
 # Counters kept across file loads (the demo and the tests count solves over a whole session).
 _COUNTERS: tuple[dict[int, Any], ...] = (stats, checks, chain_solves, program_solves, batch_solves)
@@ -99,6 +103,7 @@ _TABLES: dict[str, dict[int, Any]] = {
     "stretched": stretched,
     "fk_names": fk_names,
     "renamed": renamed,
+    "fixes": fixes,
 }
 
 

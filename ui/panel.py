@@ -9,6 +9,7 @@ import bpy
 from bpy.types import Context, Object, Panel, UILayout, UIList
 
 from ..operators.chains import PRESET_ITEMS, active_pose_bone
+from ..rig import fixes
 from ..rig.compat import classes_factory
 from ..rig.props import SOLVER_ITEMS, ReachChain, bone_limits, rig_settings
 
@@ -106,7 +107,7 @@ class REACH_UL_chains(UIList):
             sub.label(text="", icon="ERROR")
 
 
-def draw_status(context: Context, layout: UILayout, chain: ReachChain) -> None:
+def draw_status(context: Context, layout: UILayout, chain: ReachChain, index: int = -1) -> None:
     box = layout.box()
     if not chain.enabled:
         box.label(text="Disabled", icon="HIDE_ON")
@@ -115,6 +116,12 @@ def draw_status(context: Context, layout: UILayout, chain: ReachChain) -> None:
         col = box.column()
         col.alert = True
         wrapped(col, context, chain.message or "Invalid", icon="ERROR")
+        owner = chain.id_data
+        found = fixes.offer(owner, index, chain.message) if index >= 0 and isinstance(owner, Object) else None
+        if found is not None:
+            # The bone setting the message names, changed in one click (one undo step).
+            op = box.operator("reach.fix_chain", text=f"Fix: {fixes.label(found.fix)}", icon="MODIFIER")
+            op.index = index
         return
     scene = context.scene
     if scene is not None:
@@ -218,7 +225,7 @@ class VIEW3D_PT_reach_ik_chains(PanelMixin, Panel):
         keyed.use_property_decorate = True
         keyed.prop(chain, "soft")
         keyed.prop(chain, "stretch")
-        draw_status(context, layout, chain)
+        draw_status(context, layout, chain, i)
 
 
 class VIEW3D_PT_reach_ik_limits(PanelMixin, Panel):

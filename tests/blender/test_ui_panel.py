@@ -201,3 +201,27 @@ def test_active_chain_shows_influence_and_the_ik_fk_buttons_first() -> None:
     assert ops[5:] == ["reach.snap_to_pose", "reach.apply_to_fk", "reach.switch", "reach.switch"], ops
     texts = [t for m, t in log if m == "operator"]
     assert texts[-4:] == ["Snap IK to Pose", "Apply IK to FK", "Switch to IK", "Switch to FK"], texts
+
+
+def test_a_chain_refused_for_a_bone_setting_shows_its_fix_button() -> None:
+    rig = rigs.chain_rig(3)
+    bpy.context.view_layer.objects.active = rig
+    ch = rigs.add_chain(rig, "b2", 3, rigs.empty("t", (0.4, 0.3, 3.6)))
+    ch.stretch = 1.5  # every bone Inherit Scale 'Full' (Blender's default): refused, fixable
+    rigs.update()
+    assert not ch.is_valid
+    log = _draw(panel.VIEW3D_PT_reach_ik_chains)
+    ops = [t for m, t in log if m == "op"]
+    assert "reach.fix_chain" in ops, ops
+    texts = [t for m, t in log]
+    at = texts.index("reach.fix_chain")
+    assert texts[at - 1] == "Fix: Inherit Scale 'Aligned' on b1, b2", texts[at - 1]
+    assert texts.index(next(t for t in texts if "Inherit Scale 'Full'" in t)) < at, "under the message"
+    assert bpy.ops.reach.fix_chain() == {"FINISHED"}
+    rigs.update()
+    assert ch.is_valid, ch.message
+    assert "reach.fix_chain" not in [t for m, t in _draw(panel.VIEW3D_PT_reach_ik_chains) if m == "op"]
+    ch.target = None  # refused for something no bone setting fixes: no button
+    rigs.update()
+    assert not ch.is_valid and "no target" in ch.message, ch.message
+    assert "reach.fix_chain" not in [t for m, t in _draw(panel.VIEW3D_PT_reach_ik_chains) if m == "op"]
