@@ -344,3 +344,24 @@ def test_bake_of_a_rig_following_a_history_dependent_live_rig_matches_the_replay
         goal = np.array(ta.matrix_world.translation)
         d = float(np.linalg.norm(rigs.world_tail(a, "b2") - goal))
         assert d <= TOL, f"frame {frame}: the baked tip is {d:.4g} from where TA is on the replay"
+
+
+def test_a_chain_removed_from_a_script_gives_the_fk_pose_back_after_update_tag() -> None:
+    """`chains.remove(i)` tags nothing (a Python collection): the FK pose comes back at the rig's next update,
+    and at once when the script tags the object (README, Data)."""
+    rig = rigs.chain_rig(3)
+    fk = np.array(rig.pose.bones["b1"].rotation_quaternion, dtype=np.float32)
+    t = rigs.empty("T", (0.6, 0.2, 2.3))
+    rigs.add_chain(rig, "b2", 3, t)
+    rigs.update()
+    assert not np.array_equal(np.array(rig.pose.bones["b1"].rotation_quaternion, dtype=np.float32), fk), "IK posed"
+    rig.reach_ik.chains.remove(0)
+    rigs.update()
+    solved = np.array(rig.pose.bones["b1"].rotation_quaternion, dtype=np.float32)
+    assert not np.array_equal(solved, fk), "untagged, nothing re-evaluates: the IK pose stays for now"
+    rig.update_tag()
+    rigs.update()
+    back = np.array(rig.pose.bones["b1"].rotation_quaternion, dtype=np.float32)
+    assert np.array_equal(back, fk), f"tagged: the FK pose is back at once ({back} vs {fk})"
+    rest_tip = np.array(rig.matrix_world @ rig.data.bones["b2"].tail_local)
+    assert np.linalg.norm(rigs.world_tail(rig, "b2") - rest_tip) < 1e-5, "Blender shows the FK (rest) pose"
