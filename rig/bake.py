@@ -358,6 +358,10 @@ class _Leaders:
 
     def restore(self) -> None:
         for ob, channels, store, stretched in zip(self.rigs, self.channels, self.stores, self.stretched, strict=True):
+            try:
+                ob.name  # noqa: B018  (deleted during the bake: nothing to put back)
+            except ReferenceError:
+                continue
             _restore_pose(ob, channels)
             store.changed, store.names_text = True, None
             store.write(ob)
