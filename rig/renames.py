@@ -8,10 +8,12 @@ name is no longer in its armature, the one bone now at the same place that was n
 renamed bone, and the chain takes its name. None, or more than one: the bone is treated as deleted and the
 chain is refused as before ("renamed or deleted?").
 
-The record is an ID property of the chain (`_reach_ik_bones`, JSON), written when a plan is built (not an
-RNA property: writing it tags nothing and makes no undo step). It is saved with the file and restored by
-undo with the chain, so a rename made with Live off, saved and reloaded is still followed when the chain is
-next checked. Limited bones need nothing: `PoseBone.reach_ik` lives on the pose bone, which Blender renames.
+The record is a hidden string property of the chain (`bone_record`, JSON), written when a plan is built and
+only when it changed (writing it tags the armature once, which then finds nothing new to solve). It is saved
+with the file and restored by undo with the chain, so a rename made with Live off, saved and reloaded is
+still followed when the chain is next checked. Limited bones need nothing: `PoseBone.reach_ik` lives on the
+pose bone, which Blender renames. The FK store, kept by bone name, follows renames seen in this session
+(`armature._note_renames`, `fk.follow_renames`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from numpy.typing import NDArray
 
 from .props import ReachChain, rig_settings
 
-KEY = "_reach_ik_bones"
 _ROLES = (("tip", "tip_bone"), ("target", "target_bone"), ("pole", "pole_bone"))
 
 
@@ -70,8 +71,8 @@ def _at(geometry: NDArray[np.float32], where: NDArray[np.float32]) -> NDArray[np
 
 
 def _record_of(ch: ReachChain) -> dict[str, Any]:
-    text = ch.get(KEY)
-    if not isinstance(text, str):
+    text = ch.bone_record
+    if not text:
         return {}
     try:
         record = json.loads(text)
@@ -144,6 +145,6 @@ def remember(obj: bpy.types.Object, valid: set[int]) -> None:
             record[role] = [name, [round(float(v), 7) for v in where], twins]
         if record != old:
             try:
-                ch[KEY] = json.dumps(record)
+                ch.bone_record = json.dumps(record)
             except (AttributeError, TypeError, RuntimeError):
                 pass  # linked data: its bones cannot be renamed here either
