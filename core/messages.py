@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -30,7 +31,8 @@ def chain_message(
     """
     if reached:
         return ""
-    far = f"{residual:.4g}"
+    # Never "nan" or "inf": past single precision (an absurd armature scale) the miss cannot be measured.
+    far = f"{residual:.4g}" if math.isfinite(residual) else "an unmeasurable distance"
     if fixed:
         message = (
             f"not reached: the tip of '{tip}' is {far} from the target. With Use Target Rotation the tip bone takes "

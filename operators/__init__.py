@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from . import bake, chains, cli, convert, ikfk, setup, solve, symmetry
+from . import bake, chains, cli, convert, fix, ikfk, setup, solve, symmetry
 
 
 def register() -> None:
     solve.register()
     bake.register()
     chains.register()
+    fix.register()
     convert.register()
     ikfk.register()
     setup.register()
@@ -22,6 +23,7 @@ def unregister() -> None:
     setup.unregister()
     ikfk.unregister()
     convert.unregister()
+    fix.unregister()
     chains.unregister()
     bake.unregister()
     solve.unregister()

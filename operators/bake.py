@@ -105,6 +105,8 @@ class REACH_OT_bake(Operator):
             f"Reach IK: baked {len(result.chains)} chain(s) over {len(result.frames)} frames "
             f"({result.keys_written} keys, {result.seconds:.2f} s, worst residual {worst:.3g})",
         )
+        for text in result.warnings:
+            self.report({"WARNING"}, f"Reach IK: {text}")
         return {"FINISHED"}
 
 

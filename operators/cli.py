@@ -361,6 +361,8 @@ def cmd_bake(args: argparse.Namespace) -> int:
                 f"baked '{obj.name}': {len(result.chains)} chain(s), frames {start}-{end} step {args.step}, "
                 f"{result.keys_written} keys in {result.seconds:.3f} s, worst residual {worst:.3g}"
             )
+            for text in result.warnings:
+                _say(f"warning: {text}")
         try:
             _save_blend(target, since)
         except (OSError, RuntimeError) as exc:  # checked writable above, so a full disk or a vanished share

@@ -66,6 +66,30 @@ def _structure(
     return key, raw, flags, scale_mode
 
 
+def _note_renames(ptr: int, before: Skeleton, bone_names: tuple[str, ...], rest: F64) -> None:
+    """Record in `cache.renamed` the bones renamed since `before`: a rename keeps a bone's place in the bone
+    list and its rest matrix (`bone_names`, `rest`: the armature's bones now, in that list's order)."""
+    n = len(bone_names)
+    old_names: list[str] = [""] * n
+    old_rest = np.empty_like(rest)
+    for i, d in enumerate(before.data_order.tolist()):
+        old_names[d] = before.names[i]
+        old_rest[d] = before.rest[i]
+    pairs = [
+        (old_names[d], bone_names[d])
+        for d in range(n)
+        if old_names[d] != bone_names[d] and np.allclose(old_rest[d], rest[d], rtol=1e-6, atol=1e-6)
+    ]
+    if not pairs:
+        return
+    table = cache.renamed.setdefault(ptr, {})
+    for old, new in pairs:
+        for k, v in list(table.items()):
+            if v == old:
+                table[k] = new  # renamed twice: the first name leads to the last
+        table[old] = new
+
+
 def skeleton(obj: bpy.types.Object) -> Skeleton:
     """The armature's hierarchy and rest data, cached (cache.skeletons) while its structure key holds."""
     arm = obj.data
@@ -101,6 +125,8 @@ def skeleton(obj: bpy.types.Object) -> Skeleton:
     rest_rel, _ = convert.rotation_parts(rest_rel)
     rest_rel4 = rest.copy()
     rest_rel4[has_parent] = np.linalg.inv(rest[parent[has_parent]]) @ rest[has_parent]
+    if cached is not None and len(cached[1].names) == n:
+        _note_renames(ptr, cached[1], bone_names, rest_arm)
     sk = Skeleton(
         names=names,
         index=index,

@@ -72,6 +72,7 @@ class BakeResult:
     bones: list[str] = field(default_factory=list)
     keys_written: int = 0
     read_path: str = ""  # 'fcurves' (inputs evaluated directly) or 'frame_set' (stepped through the scene)
+    warnings: list[str] = field(default_factory=list)
     seconds_read: float = 0.0
     seconds_solve: float = 0.0
     seconds_write: float = 0.0
@@ -88,6 +89,7 @@ class BakeResult:
             "bones": self.bones,
             "keys_written": self.keys_written,
             "read_path": self.read_path,
+            "warnings": self.warnings,
             "seconds": round(self.seconds, 4),
             "seconds_read": round(self.seconds_read, 4),
             "seconds_solve": round(self.seconds_solve, 4),
@@ -236,6 +238,8 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
     result = BakeResult(rig=obj.name, frames=frames)
     original_frame = scene.frame_current, scene.frame_subframe
     channels_before = armature.read_channels(obj, armature.ALL_CHANNELS)
+    leaders = _Leaders.take(obj)
+    result.warnings = leaders.warnings(obj)
     snapshot = anim.ActionSnapshot.take(obj)
     t0 = time.perf_counter()
     try:
@@ -266,6 +270,7 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
     except BaseException as exc:
         snapshot.restore()
         scene.frame_set(original_frame[0], subframe=original_frame[1])
+        leaders.restore()
         _restore_pose(obj, channels_before)
         if isinstance(exc, (BakeError, KeyboardInterrupt, SystemExit)):
             raise
@@ -305,10 +310,68 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
             settings.chains[i].enabled = False
     # Show the baked pose at the current frame; bones we did not bake keep any unkeyed tweak they had.
     scene.frame_set(original_frame[0], subframe=original_frame[1])
+    leaders.restore()
     baked = set(solved.bones)
     keep = [b for b in range(len(sk.names)) if b not in baked]
     _restore_pose(obj, channels_before, only_bones=keep)
     return result
+
+
+@dataclass
+class _Leaders:
+    """The live rigs whose bones the baked rig's targets and poles hang from, as they were before the bake.
+
+    Stepping frames solves them live (that is how the bake reads the targets where playback puts them). A
+    leader whose chains start from the current pose ends such a pass elsewhere than it started (its twist
+    drifts along a closed path of its targets), so the bake puts each one back as it found it: a replay
+    from here plays the pass the bake read, and the bake changes nothing but the baked rig's keys.
+    """
+
+    rigs: list[bpy.types.Object]
+    channels: list[dict[str, NDArray[np.float32]]]
+    stores: list[fk.Store]
+    stretched: list[dict[str, float] | None]
+
+    @classmethod
+    def take(cls, obj: bpy.types.Object) -> _Leaders:
+        rigs = [ob for ob in live.leaders_of(obj) if rig_settings(ob).live and len(rig_settings(ob).chains)]
+        stretched = [cache.stretched.get(ob.session_uid) for ob in rigs]
+        return cls(
+            rigs,
+            [armature.read_channels(ob, armature.ALL_CHANNELS) for ob in rigs],
+            [fk.Store.read(ob) for ob in rigs],
+            [None if s is None else dict(s) for s in stretched],
+        )
+
+    def warnings(self, obj: bpy.types.Object) -> list[str]:
+        out = []
+        for ob in self.rigs:
+            s = rig_settings(ob)
+            if s.start_from == "CURRENT" and any(ch.enabled for ch in s.chains):
+                out.append(
+                    f"'{obj.name}' follows the live rig '{ob.name}', whose chains start from the current pose: "
+                    f"its pose on a frame depends on the frames played before, so these keys match a replay "
+                    f"from here but drift from later passes; bake '{ob.name}' too, or set its Start From to "
+                    f"Rest, for keys that always match"
+                )
+        return out
+
+    def restore(self) -> None:
+        for ob, channels, store, stretched in zip(self.rigs, self.channels, self.stores, self.stretched, strict=True):
+            try:
+                ob.name  # noqa: B018  (deleted during the bake: nothing to put back)
+            except ReferenceError:
+                continue
+            _restore_pose(ob, channels)
+            store.changed, store.names_text = True, None
+            store.write(ob)
+            uid = ob.session_uid
+            cache.forget(uid)  # solved afresh from the restored pose at its next check
+            cache.dirty.add(uid)
+            if stretched is None:
+                cache.stretched.pop(uid, None)
+            else:
+                cache.stretched[uid] = stretched
 
 
 def _frame_of(message: str, frames: list[int]) -> int | None:

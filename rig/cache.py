@@ -58,6 +58,12 @@ dirty: set[int] = set()
 stretched: dict[int, dict[str, float]] = {}
 # session_uid -> (names JSON as stored, names, name -> row): the FK store's bone names parsed (rig/fk.py).
 fk_names: dict[int, Any] = {}
+# session_uid -> {chain index: chains.Refusal}: the chains the last validation refused for bone settings
+# Reach IK can change itself (the panel's fix button; `reach.fix_chain` validates afresh before it changes any).
+fixes: dict[int, dict[int, Any]] = {}
+# armature data pointer -> {old bone name: new name}: bones renamed in this session, found by comparing the
+# skeleton before and after (same place in the bone list, same rest matrix); the FK store follows them.
+renamed: dict[int, dict[str, str]] = {}
 
 # Derived from an armature's inputs: dropped when it must be checked afresh (`forget`).
 _DERIVED: tuple[dict[int, Any], ...] = (
@@ -70,6 +76,7 @@ _DERIVED: tuple[dict[int, Any], ...] = (
     depends,
     hangs,
     fk_names,
+    fixes,
 )
 # Counters kept across file loads (the demo and the tests count solves over a whole session).
 _COUNTERS: tuple[dict[int, Any], ...] = (stats, checks, chain_solves, program_solves, batch_solves)
@@ -95,6 +102,8 @@ _TABLES: dict[str, dict[int, Any]] = {
     "scene_rigs": scene_rigs,
     "stretched": stretched,
     "fk_names": fk_names,
+    "renamed": renamed,
+    "fixes": fixes,
 }
 
 
@@ -117,8 +126,9 @@ def prune(alive_objects: Iterable[int], alive_data: Iterable[int]) -> None:
     for uid in list(fingerprints):
         forget(uid)
     keep_data = set(alive_data)
-    for ptr in [p for p in skeletons if p not in keep_data]:
-        del skeletons[ptr]
+    for table in (skeletons, renamed):
+        for ptr in [p for p in table if p not in keep_data]:
+            del table[ptr]
     scene_rigs.clear()
     dirty.intersection_update(keep)
 

@@ -12,8 +12,34 @@ import bpy
 import numpy as np
 
 from ..core.model import NONE, NONE_LEGACY, ChainPlan, Group, Plan, Skeleton, usable
+from . import cache, fk, renames
 from .compat import is_bone_selected
 from .props import ReachChain, rig_settings
+
+# One bone setting a fix changes: (bone name, Bone attribute, value).
+Edit = tuple[str, str, object]
+
+
+class Refusal(str):
+    """A chain's message that names bone settings Reach IK can change itself (`fix`): the panel offers a
+    button for it (`reach.fix_chain`). A plain `str` everywhere else."""
+
+    fix: tuple[Edit, ...] = ()
+
+    def __new__(cls, message: str, fix: tuple[Edit, ...]) -> Refusal:
+        out = super().__new__(cls, message)
+        out.fix = fix
+        return out
+
+
+def _relations(bone: str, rotation: bool, scale: str) -> tuple[Edit, ...]:
+    """Edits that turn Inherit Rotation on (when `rotation`) and set Inherit Scale to `scale`."""
+    return ((bone, "use_inherit_rotation", True),) * rotation + ((bone, "inherit_scale", scale),)
+
+
+# The largest armature scale solved: from about 1e13 up the solve overflows (single-precision numbers on the
+# way; measured on bpy 4.5.4: "stops inf short" at 1e13, "nan" from 1e20, sound at 1e12 and below).
+MAX_SCALE = 1e12
 
 
 def rig_problem(obj: bpy.types.Object) -> str | None:
@@ -44,6 +70,12 @@ def rig_problem(obj: bpy.types.Object) -> str | None:
         return (
             f"'{obj.name}' has a non-uniform or negative scale ({s}): Reach IK needs a uniform positive "
             "scale; apply the scale (Ctrl A > Scale) or scale all axes equally"
+        )
+    if scale.max() > MAX_SCALE:
+        return (
+            f"'{obj.name}' has a scale of {scale.max():.4g}, out of the range Reach IK can solve in (up to "
+            f"{MAX_SCALE:.0e}: beyond it single-precision math overflows and the miss cannot be measured): "
+            "scale the armature down"
         )
     return None
 
@@ -134,6 +166,19 @@ def _parent_bone_of(ob: bpy.types.Object, rig: bpy.types.Object, sk: Skeleton) -
 
 
 def build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None) -> Plan:
+    """Validate every enabled chain of `obj` (or those in `only`) and group the valid ones; note the chains
+    refused for bone settings Reach IK can fix itself (`cache.fixes`, for the panel's button)."""
+    plan = _build_plan(obj, sk, only)
+    offered = cache.fixes.setdefault(obj.session_uid, {})
+    for i in [i for i in offered if only is None or i in only]:
+        del offered[i]
+    for i, err in plan.errors.items():
+        if isinstance(err, Refusal) and err.fix:
+            offered[i] = err
+    return plan
+
+
+def _build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None) -> Plan:
     """Validate every enabled chain of `obj` (or those in `only`) and group the valid ones.
 
     Only what does not change while animating is checked here (the plan is cached while live solving);
@@ -142,14 +187,19 @@ def build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None
     plan = Plan()
     settings = rig_settings(obj)
     plans: list[ChainPlan] = []
+    checked: set[int] = set()
     for i, ch in enumerate(settings.chains):
         if not ch.enabled or (only is not None and i not in only):
             continue
+        checked.add(i)
         err = _validate_chain(obj, sk, i, ch)
         if isinstance(err, str):
             plan.errors[i] = err
         else:
             plans.append(err)
+    # Where the chains' bones are now, so a later rename can be followed (rig/renames.py).
+    renames.remember(obj, checked)
+    fk.follow_renames(obj, sk.index)
     if not plans:
         return plan
 
@@ -267,10 +317,13 @@ def build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None
             if loose is not None:
                 plan.errors.setdefault(
                     c_index,
-                    f"the {role} bone '{sk.names[control]}' hangs below another chain through bone "
-                    f"'{sk.names[loose]}', which does not fully inherit its parent's rotation and scale (Bone > "
-                    f"Relations), so it cannot follow that chain: turn Inherit Rotation on and Inherit Scale to "
-                    f"'Full' on '{sk.names[loose]}'",
+                    Refusal(
+                        f"the {role} bone '{sk.names[control]}' hangs below another chain through bone "
+                        f"'{sk.names[loose]}', which does not fully inherit its parent's rotation and scale (Bone > "
+                        f"Relations), so it cannot follow that chain: turn Inherit Rotation on and Inherit Scale "
+                        f"to 'Full' on '{sk.names[loose]}'",
+                        _relations(sk.names[loose], True, "FULL"),
+                    ),
                 )
 
     # A group below another is solved on a parent pose we derive by carrying bones rigidly with the
@@ -297,20 +350,22 @@ def build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = None
         problem = ""
         link_bone = obj.data.bones[sk.names[link]]
         if stretching and (not link_bone.use_inherit_rotation or sk.scale_modes()[link] not in (NONE, NONE_LEGACY)):
-            problem = (
+            problem = Refusal(
                 f"bone '{sk.names[link]}' hangs from chain '{upper}', which stretches, and inherits its scale "
                 f"(Bone > Relations), so this chain would be stretched and sheared with it: set Inherit Scale to "
-                f"'None' on '{sk.names[link]}' (it then keeps its size), or Stretch of '{upper}' to 1"
+                f"'None' on '{sk.names[link]}' (it then keeps its size), or Stretch of '{upper}' to 1",
+                _relations(sk.names[link], not link_bone.use_inherit_rotation, "NONE"),
             )
         else:
             for a in between:
                 if stretching and a == link:
                     continue
                 if not sk.inherits[a]:
-                    problem = (
+                    problem = Refusal(
                         f"bone '{sk.names[a]}' between chain '{upper}' and this chain does not fully inherit its "
                         f"parent's rotation and scale (Bone > Relations), so this chain cannot follow '{upper}': "
-                        f"turn Inherit Rotation on and Inherit Scale to 'Full' on '{sk.names[a]}'"
+                        f"turn Inherit Rotation on and Inherit Scale to 'Full' on '{sk.names[a]}'",
+                        _relations(sk.names[a], True, "FULL"),
                     )
                     break
         if problem:
@@ -407,15 +462,19 @@ def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain)
         if bone.length < 1e-6:
             return f"bone '{bone.name}' has zero length: give it a length in Edit Mode or shorten the chain"
         if not bone.use_inherit_rotation:
-            return (
+            return Refusal(
                 f"bone '{bone.name}' does not inherit its parent's rotation (Bone > Relations): Reach IK needs "
-                "Inherit Rotation on on chain bones"
+                "Inherit Rotation on on chain bones",
+                ((bone.name, "use_inherit_rotation", True),),
             )
         if bone.inherit_scale not in _CHAIN_SCALE_MODES:
-            return (
+            # The fix: Blender's default 'Full', or 'Aligned' below the first bone of a stretching chain.
+            scale = "ALIGNED" if bi != bones[0] and float(ch.stretch) > 1.0 else "FULL"
+            return Refusal(
                 f"bone '{bone.name}' does not inherit its parent's scale in a way Reach IK can solve (Inherit Scale "
                 f"'{_SCALE_LABELS.get(bone.inherit_scale, bone.inherit_scale)}', Bone > Relations): chain bones need "
-                "Inherit Scale 'Full', 'Aligned' or 'None'"
+                "Inherit Scale 'Full', 'Aligned' or 'None'",
+                ((bone.name, "inherit_scale", scale),),
             )
     weight = float(ch.weight)
     if not math.isfinite(weight):
@@ -523,10 +582,13 @@ def _stretch_carriers(
             carriers.append(carriers[-1])
         else:
             name, parent = sk.names[b], sk.names[rows[i - 1]]
-            return None, (
+            # The fix sets every such bone of the chain (a default rig has them all 'Full'), not only this one.
+            full = [sk.names[r] for r in rows[i:] if data[sk.names[r]].inherit_scale not in ("NONE", "NONE_LEGACY")]
+            return None, Refusal(
                 f"bone '{name}' inherits the scale of '{parent}' in full (Inherit Scale 'Full'), so stretching "
                 f"'{parent}' would stretch '{name}' again and shear it: set Inherit Scale of '{name}' to 'Aligned' "
-                "(it takes the stretch along its length) or 'None' (Bone > Relations), or set Stretch to 1"
+                "(it takes the stretch along its length) or 'None' (Bone > Relations), or set Stretch to 1",
+                tuple((n, "inherit_scale", "ALIGNED") for n in full if data[n].inherit_scale != "ALIGNED"),
             )
     pose_bones = obj.pose.bones
     for b in dict.fromkeys(carriers):
@@ -538,9 +600,10 @@ def _stretch_carriers(
     if use_target_rotation:
         tip = sk.names[bones[-1]]
         if data[tip].inherit_scale not in ("NONE", "NONE_LEGACY"):
-            return None, (
+            return None, Refusal(
                 f"with Use Target Rotation the tip '{tip}' takes the target's orientation and keeps its length, so "
                 f"it must not inherit the stretch: set Inherit Scale of '{tip}' to 'None' (Bone > Relations), or "
-                "set Stretch to 1"
+                "set Stretch to 1",
+                ((tip, "inherit_scale", "NONE"),),
             )
     return carriers, ""

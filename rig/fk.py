@@ -465,6 +465,31 @@ def written(frame: Frame, store: Store, channels: Channels, solved: set[int]) ->
     return changed
 
 
+def follow_renames(obj: bpy.types.Object, names: dict[str, int]) -> None:
+    """Give the stored rows of bones renamed in this session (`cache.renamed`) their new names, so turning a
+    chain off after renaming one of its bones still gives its FK pose back. `names`: the bones now."""
+    table = cache.renamed.get(obj.data.as_pointer())
+    if not table or not has_store(obj):
+        return
+    store = Store.read(obj)
+    moved = {}
+    for old in store.names:
+        new = table.get(old)
+        if old not in names and new is not None and new in names and new not in store.index:
+            moved[old] = new
+    if moved:
+        store.names = [moved.get(n, n) for n in store.names]
+        store.index = {n: i for i, n in enumerate(store.names)}
+        store.names_text = None
+        store.changed = True
+        store.write(obj)
+    stretched = cache.stretched.get(obj.session_uid)
+    if stretched:
+        for old, new in table.items():
+            if old in stretched and old not in names and new in names:
+                stretched[new] = stretched.pop(old)
+
+
 def release(obj: bpy.types.Object) -> None:
     """Give back the FK values of stored bones no enabled chain drives (a rig with Live off, or no chains)."""
     if not has_store(obj):
@@ -473,7 +498,11 @@ def release(obj: bpy.types.Object) -> None:
     keep = enabled_chain_bones(obj)
     if keep is None or all(n in keep for n in store.names):
         return
+    index = armature.skeleton(obj).index
+    if any(n not in index for n in store.names):
+        follow_renames(obj, index)
+        store = Store.read(obj)
     channels = armature.read_channels(obj, armature.WRITTEN_CHANNELS)
-    changed = restore(store, armature.skeleton(obj).index, armature.rotation_mode_values(obj), channels, keep)
+    changed = restore(store, index, armature.rotation_mode_values(obj), channels, keep)
     armature.write_channels(obj, channels, changed)
     store.write(obj)

@@ -32,7 +32,7 @@ from ..core.checks import check_inputs
 from ..core.live import Program
 from ..core.model import ChainOutcome, Group, Plan, RigReport, Skeleton, Snapshot
 from ..solvers.scalar import SCALAR_MAX_CHAINS
-from . import armature, cache, fk
+from . import armature, cache, fk, renames
 from .chains import system_override
 from .props import rig_settings
 from .solve import ChainState, Entry, LiveReads, chain_state, read_inputs, snapshot, solve_rig, store_status
@@ -169,6 +169,12 @@ def _hanging(
     return tuple(out)
 
 
+def leaders_of(obj: bpy.types.Object) -> list[bpy.types.Object]:
+    """The other armatures whose bones the targets and poles of `obj` hang from (or are), in the file."""
+    uids = {a for a, _b, _o in _hangs_of(obj, chain_state(obj)[1]) if a != obj.session_uid}
+    return [ob for ob in bpy.data.objects if ob.type == "ARMATURE" and ob.session_uid in uids]
+
+
 def _hangs_of(obj: bpy.types.Object, entries: list[Entry]) -> tuple[tuple[int, str, bpy.types.Object], ...]:
     """What the targets and poles of `obj` hang from (`_hanging`); its own control bones are not listed."""
     others = [(ob, bone) for ob, bone in entries if bone and ob != obj]
@@ -244,7 +250,10 @@ def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, Li
     # objects it reaches for. Blender lists an object as updated when anything it depends on moved (a
     # parent, a constraint target, a driver), so these IDs are enough to skip unrelated updates.
     if targets_changed:
-        cache.depends[uid] = (state, frozenset((uid, obj.data.session_uid, *(o.session_uid for o, _b in objects))))
+        # Bone targets: their armature data too (a bone renamed lists only the data).
+        bones = (o.data.session_uid for o, b in objects if b and o.data is not None)
+        ids = (uid, obj.data.session_uid, *(o.session_uid for o, _b in objects), *bones)
+        cache.depends[uid] = (state, frozenset(ids))
     # Rows of `mats` of each chain's target and pole (chain_state lists them chain by chain).
     rows: dict[int, list[int]] = {}
     k = 1
@@ -339,6 +348,10 @@ def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
     last = cache.fingerprints.get(uid)
     if last is not None and last.same(seen):
         return
+    if any(row.enabled and (row.tip_bone not in reads.sk.index or not row.bones_found) for row in reads.state):
+        # A bone a chain names is gone: renamed, the chain takes the new name (rig/renames.py) and reads again.
+        if renames.follow(obj):
+            seen, reads, objects = _read(obj, moved)
     select = _select(obj, seen, last, reads, objects)
     report = solve_rig(obj, write=True, cached=True, reads=reads, carry=carry, select=select)
     if report.moved is not None:

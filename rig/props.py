@@ -189,6 +189,9 @@ class ReachChain(PropertyGroup):
     # Control bones that chain_add created (in the same armature), for the same reason.
     created_target_bone: BoolProperty(default=False, options={"HIDDEN"})
     created_pole_bone: BoolProperty(default=False, options={"HIDDEN"})
+    # Where the tip, target and pole bones were at rest, as JSON (rig/renames.py): lets a renamed bone be followed.
+    # A property of ours rather than a custom property (`chain["..."]`), whose storage Blender 5.0 changed.
+    bone_record: StringProperty(default="", options={"HIDDEN"}, override=OVERRIDE)
 
 
 class ReachRigSettings(PropertyGroup):

@@ -33,7 +33,7 @@ from ..core.model import (
     Solved,
 )
 from ..core.solve import stack_inputs
-from . import armature, cache, fk
+from . import armature, cache, fk, renames
 from .chains import build_plan, rig_problem, system_override
 from .props import bone_limits, rig_settings
 
@@ -221,6 +221,8 @@ def prepare(
             cache.rig_checks[obj.session_uid] = (checked, problem)
     else:
         problem = rig_problem(obj)
+        if problem is None:
+            renames.follow(obj)  # a bake or an operator: bones renamed since the last check are followed
     chains = rig_settings(obj).chains if obj.type == "ARMATURE" else []
     if problem is not None:
         report.rig_error = problem

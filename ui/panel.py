@@ -10,6 +10,7 @@ from bpy.types import Context, Object, Panel, UILayout, UIList
 
 from ..core.presets import PRESET_ITEMS
 from ..operators.chains import active_pose_bone
+from ..rig import fixes
 from ..rig.compat import classes_factory
 from ..rig.props import SOLVER_ITEMS, ReachChain, bone_limits, rig_settings
 
@@ -107,7 +108,7 @@ class REACH_UL_chains(UIList):
             sub.label(text="", icon="ERROR")
 
 
-def draw_status(context: Context, layout: UILayout, chain: ReachChain) -> None:
+def draw_status(context: Context, layout: UILayout, chain: ReachChain, index: int = -1) -> None:
     box = layout.box()
     if not chain.enabled:
         box.label(text="Disabled", icon="HIDE_ON")
@@ -116,6 +117,12 @@ def draw_status(context: Context, layout: UILayout, chain: ReachChain) -> None:
         col = box.column()
         col.alert = True
         wrapped(col, context, chain.message or "Invalid", icon="ERROR")
+        owner = chain.id_data
+        found = fixes.offer(owner, index, chain.message) if index >= 0 and isinstance(owner, Object) else None
+        if found is not None:
+            # The bone setting the message names, changed in one click (one undo step).
+            op = box.operator("reach.fix_chain", text=f"Fix: {fixes.label(found.fix)}", icon="MODIFIER")
+            op.index = index
         return
     scene = context.scene
     if scene is not None:
@@ -228,7 +235,7 @@ class VIEW3D_PT_reach_ik_chains(PanelMixin, Panel):
         keyed.use_property_decorate = True
         keyed.prop(chain, "soft")
         keyed.prop(chain, "stretch")
-        draw_status(context, layout, chain)
+        draw_status(context, layout, chain, i)
         if len(settings.chains):
             layout.operator("reach.auto_setup", text="Set Up Character", icon="ARMATURE_DATA")
 

@@ -187,9 +187,18 @@ def test_renamed_or_deleted_control_bone_invalidates_with_its_name() -> None:
     pose = rigs.pose_snapshot(obj)
     obj.data.bones["IK-hand"].name = "IK-hand.renamed"
     _settle()
-    assert not ch.is_valid and "'IK-hand'" in ch.message and "'Rig'" in ch.message, ch.message
+    assert ch.target_bone == "IK-hand.renamed" and ch.is_valid, "a rename is followed (rig/renames.py)"
     assert rigs.pose_snapshot(obj) == pose, "the pose is untouched"
-    ch.target_bone = "IK-hand.renamed"
+    for ob in bpy.context.view_layer.objects:
+        ob.select_set(ob == obj)
+    bpy.context.view_layer.objects.active = obj
+    bpy.ops.object.mode_set(mode="EDIT")
+    obj.data.edit_bones.remove(obj.data.edit_bones["IK-hand.renamed"])
+    bpy.ops.object.mode_set(mode="POSE")
+    _settle()
+    assert not ch.is_valid and "'IK-hand.renamed'" in ch.message and "'Rig'" in ch.message, ch.message
+    assert "renamed or deleted?" in ch.message, ch.message
+    ch.target_bone = "IK-hand.chest"
     _settle()
     assert ch.is_valid, ch.message
     ch.target_bone = ""  # the armature itself, without a bone
@@ -212,9 +221,18 @@ def test_bone_of_another_armature() -> None:
     ctl.location = (0.6, -0.2, 0.9)  # and the object
     _settle()
     assert _miss(obj, "forearm", ctl, "handle") <= TOL
-    ctl.data.bones["handle"].name = "gone"
+    ctl.data.bones["handle"].name = "renamed"
     _settle()
-    assert not ch.is_valid and "'handle'" in ch.message and "'Controls'" in ch.message, ch.message
+    assert ch.target_bone == "renamed" and ch.is_valid, "a rename is followed (rig/renames.py)"
+    for ob in bpy.context.view_layer.objects:
+        ob.select_set(ob == ctl)
+    bpy.context.view_layer.objects.active = ctl
+    bpy.ops.object.mode_set(mode="EDIT")
+    ctl.data.edit_bones["renamed"].name = "gone"
+    ctl.data.edit_bones["gone"].head.x += 0.5  # renamed and moved: nothing says it is the same bone
+    bpy.ops.object.mode_set(mode="OBJECT")
+    _settle()
+    assert not ch.is_valid and "'renamed'" in ch.message and "'Controls'" in ch.message, ch.message
 
 
 def _key_control(obj: bpy.types.Object, frames: dict[int, tuple[float, float, float]]) -> None:

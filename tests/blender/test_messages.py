@@ -119,3 +119,36 @@ def test_solver_refusal_names_the_bones(monkeypatch: pytest.MonkeyPatch) -> None
     msg = ch.message
     _plain(msg)
     assert "'b0'" in msg and "'b2'" in msg and "Joint Limits" in msg, msg
+
+
+@pytest.mark.parametrize("solver", ["FABRIK", "CCD", "TWO_BONE"])
+@pytest.mark.parametrize("scale", [1e12, 1e13, 1e20, 1e29])
+def test_absurd_armature_scale_never_reads_nan(scale: float, solver: str) -> None:
+    """Up to 1e12 the chain is solved and its miss said as a number; beyond, the rig says its scale is out
+    of range (before, from 1e13 the messages read "stops inf short", from 1e20 "stops nan short")."""
+    n = 2 if solver == "TWO_BONE" else 3
+    rig = rigs.chain_rig(n)
+    rig.scale = (scale, scale, scale)
+    t = rigs.empty("T", (0.6 * scale, 0.2 * scale, 5.0 * scale))  # out of reach
+    ch = rigs.add_chain(rig, f"b{n - 1}", n, t, solver=solver)
+    rigs.update()
+    before = rigs.pose_snapshot(rig)
+    messages = [ch.message]
+    for _k in range(3):  # moving the target takes the live program's path too
+        t.location.x += 0.1 * scale
+        rigs.update()
+        messages.append(ch.message)
+    t.location = (0.3 * scale, 0.2 * scale, 1.0 * scale)  # within reach
+    rigs.update()
+    messages.append(ch.message)
+    for m in messages:
+        words = m.replace(",", " ").replace("(", " ").split()
+        assert "nan" not in words and "inf" not in words, m
+    if scale > 1e12:
+        assert not ch.is_valid and "out of the range" in ch.message and f"{scale:.4g}" in ch.message, ch.message
+        assert rigs.pose_snapshot(rig) == before, "nothing written"
+    else:
+        assert ch.is_valid and all("short" in m for m in messages[:4]), messages
+        miss = float(np.linalg.norm(rigs.world_tail(rig, f"b{n - 1}") - np.array(t.matrix_world.translation)))
+        # Single precision at this scale: within reach the tip lands about 1e-7 of the scale off, said as a number.
+        assert miss <= 1e-6 * scale, f"{ch.message}: {miss:.4g}"

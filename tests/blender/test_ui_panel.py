@@ -126,12 +126,14 @@ def test_chain_list_and_active_chain() -> None:
     log = _draw(panel.VIEW3D_PT_reach_ik_chains)
     assert "then +" in _texts(log), "with no chains the panel says how to add one"
     ops = [t for m, t in log if m == "op"]
-    assert ops[:5] == [
+    assert ops[:7] == [
+        "reach.auto_setup",  # first, and large, while the rig has no chains
         "reach.chain_add",
         "reach.chain_remove",
         "reach.chain_move",
         "reach.chain_move",
         "reach.chains_from_hierarchy",
+        "reach.symmetrize",
     ], ops
     ch = rigs.add_chain(rig, "b2", 3, None)
     ch.is_valid, ch.message = False, "no target: pick an object (normally an Empty) for the tip to reach"
@@ -198,6 +200,31 @@ def test_active_chain_shows_influence_and_the_ik_fk_buttons_first() -> None:
         f"Influence comes first in the chain's settings: {props}"
     )
     ops = [t for m, t in log if m == "op"]
-    assert ops[5:] == ["reach.snap_to_pose", "reach.apply_to_fk", "reach.switch", "reach.switch"], ops
+    assert ops[6:10] == ["reach.snap_to_pose", "reach.apply_to_fk", "reach.switch", "reach.switch"], ops
+    assert ops[-1] == "reach.auto_setup", "with chains, Set Up Character is last (it adds what is missing)"
     texts = [t for m, t in log if m == "operator"]
-    assert texts[-4:] == ["Snap IK to Pose", "Apply IK to FK", "Switch to IK", "Switch to FK"], texts
+    assert texts[-5:-1] == ["Snap IK to Pose", "Apply IK to FK", "Switch to IK", "Switch to FK"], texts
+
+
+def test_a_chain_refused_for_a_bone_setting_shows_its_fix_button() -> None:
+    rig = rigs.chain_rig(3)
+    bpy.context.view_layer.objects.active = rig
+    ch = rigs.add_chain(rig, "b2", 3, rigs.empty("t", (0.4, 0.3, 3.6)))
+    ch.stretch = 1.5  # every bone Inherit Scale 'Full' (Blender's default): refused, fixable
+    rigs.update()
+    assert not ch.is_valid
+    log = _draw(panel.VIEW3D_PT_reach_ik_chains)
+    ops = [t for m, t in log if m == "op"]
+    assert "reach.fix_chain" in ops, ops
+    texts = [t for m, t in log]
+    at = texts.index("reach.fix_chain")
+    assert texts[at - 1] == "Fix: Inherit Scale 'Aligned' on b1, b2", texts[at - 1]
+    assert texts.index(next(t for t in texts if "Inherit Scale 'Full'" in t)) < at, "under the message"
+    assert bpy.ops.reach.fix_chain() == {"FINISHED"}
+    rigs.update()
+    assert ch.is_valid, ch.message
+    assert "reach.fix_chain" not in [t for m, t in _draw(panel.VIEW3D_PT_reach_ik_chains) if m == "op"]
+    ch.target = None  # refused for something no bone setting fixes: no button
+    rigs.update()
+    assert not ch.is_valid and "no target" in ch.message, ch.message
+    assert "reach.fix_chain" not in [t for m, t in _draw(panel.VIEW3D_PT_reach_ik_chains) if m == "op"]
