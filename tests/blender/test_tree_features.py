@@ -220,3 +220,50 @@ def test_a_tree_bake_replays_every_frame_reached() -> None:
         hip, foot = rigs.world_head(rig, "r0"), rigs.world_tail(rig, "r2")
         side_dir = _side(np.array(bpy.data.objects["Pr"].location), hip, foot)
         assert np.dot(_bend(rig, "r"), side_dir) > 0.99, f"frame {frame}: the right leg left its pole's side"
+
+
+def test_stretch_on_a_branch() -> None:
+    rig = _tree()
+    for b in ("l1", "l2", "r1", "r2"):
+        rig.data.bones[b].inherit_scale = "NONE"  # each leg bone carries its own stretch
+    total = sum(rig.data.bones[b].length for b in ("body", "l0", "l1", "l2"))
+    direction = np.array([-0.6, 0.1, -0.2])
+    direction /= np.linalg.norm(direction)
+    goal = 1.15 * total * direction  # beyond the left chain's reach
+    goals = {"l": tuple(goal), "r": tuple(direction + np.array([1.0, 0.0, 0.0]))}
+    rig.reach_ik.max_iterations = 200
+    left = rigs.add_chain(rig, "l2", 4, rigs.empty("Tl", goals["l"]))
+    right = rigs.add_chain(rig, "r2", 4, rigs.empty("Tr", goals["r"]))
+    rigs.update()
+    assert left.is_valid and "out of reach" in left.message, left.message
+    left.stretch = 1.5
+    rigs.update()
+    assert left.is_valid and not left.message, left.message
+    assert right.is_valid and not right.message, right.message
+    assert _miss(rig, "l2", goal) <= TOL, f"the stretched leg misses by {_miss(rig, 'l2', goal):.3g}"
+    assert _miss(rig, "r2", goals["r"]) <= TOL
+    scales = {b: rig.pose.bones[b].scale[1] for b in ("body", "l0", "l1", "l2", "r0", "r1", "r2")}
+    assert scales["body"] == 1.0, f"the shared body keeps its length: {scales}"
+    assert all(scales[b] > 1.0 for b in ("l0", "l1", "l2")), f"the left branch stretches: {scales}"
+    assert all(scales[b] == 1.0 for b in ("r0", "r1", "r2")), f"the right branch does not: {scales}"
+    # Measured on the evaluated pose: the left leg's bones are longer by their Y scale, the right leg's not.
+    for b in ("l1", "r1"):
+        length = float(np.linalg.norm(rigs.world_tail(rig, b) - rigs.world_head(rig, b)))
+        assert abs(length - rig.data.bones[b].length * scales[b]) <= 1e-5, f"{b}: {length}"
+    # Stretch back to 1 undoes the stretch this solve wrote.
+    left.stretch = 1.0
+    rigs.update()
+    assert all(rig.pose.bones[b].scale[1] == 1.0 for b in ("l0", "l1", "l2"))
+    assert left.is_valid and "out of reach" in left.message, left.message
+
+
+def test_stretch_on_a_branch_that_cannot_is_refused() -> None:
+    rig = _tree()  # l1 inherits l0's scale in full: stretching l0 would shear it
+    chains = _chains(rig, GOALS)
+    rigs.update()
+    before = rigs.pose_snapshot(rig)
+    chains["l"].stretch = 1.5
+    rigs.update()
+    for ch in chains.values():
+        assert not ch.is_valid and "branch" in ch.message and "'l1'" in ch.message, ch.message
+    assert rigs.pose_snapshot(rig) == before
