@@ -19,7 +19,7 @@ import numpy as np
 from .frames import LimitTable, aim_frames, limit_frames
 from .loop import POLISH_DAMPING, POLISH_FAR, POLISH_FROM, STALL_RELATIVE, polish_weights
 from .rotations import TINY, cross, nearest_rotation, normalize, norms, rotvec_matrix
-from .tree import HEAD_WEIGHT, PRIOR_WEIGHT, TREE_STALL_PATIENCE, _reach, _topology, solve_tree
+from .tree import HEAD_WEIGHT, PRIOR_WEIGHT, TREE_STALL_PATIENCE, _reach, _topology, effector_paths, solve_tree
 from .types import CAP, CONVERGED, F64, STALLED, UNREACHABLE, Bools, TreeProblem, TreeResult
 
 State = tuple[F64, F64, dict[int, F64], F64]
@@ -113,21 +113,7 @@ class _FramesSolver:
         self.proposals: dict[int, F64] = {}
         self.placed: dict[int, F64] = {}
         self.tails = np.zeros((f, first.n_effectors, 3))
-        index = {bone: j for j, bone in enumerate(self.order)}
-        sqrt_w = np.sqrt(first.effector_weights)
-        below = np.zeros((len(self.order), first.n_effectors))
-        above = np.zeros((len(self.order), len(self.order)))
-        for j, bone in enumerate(self.order):
-            i = bone
-            while i >= 0:
-                above[j, index[i]] = 1.0
-                i = int(first.parents[i])
-        for e, bone in enumerate(first.effectors.tolist()):
-            i = bone
-            while i >= 0:
-                below[index[i], e] = sqrt_w[e]
-                i = int(first.parents[i])
-        self.below, self.above, self.sqrt_w = below, above, sqrt_w
+        self.below, self.above, self.sqrt_w = effector_paths(first, self.order)
         self.reach_e = np.stack([_reach(p) for p in problems])  # (F, E)
         self.reach = self.reach_e.max(axis=1)
 
