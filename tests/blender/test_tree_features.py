@@ -267,3 +267,35 @@ def test_stretch_on_a_branch_that_cannot_is_refused() -> None:
     for ch in chains.values():
         assert not ch.is_valid and "branch" in ch.message and "'l1'" in ch.message, ch.message
     assert rigs.pose_snapshot(rig) == before
+
+
+def test_a_stretching_tree_bake_replays_reached() -> None:
+    rig = _tree()
+    for b in ("l1", "l2", "r1", "r2"):
+        rig.data.bones[b].inherit_scale = "NONE"
+    total = sum(rig.data.bones[b].length for b in ("body", "l0", "l1", "l2"))
+    direction = np.array([-0.6, 0.1, -0.2])
+    direction /= np.linalg.norm(direction)
+    rig.reach_ik.max_iterations = 200
+    left = rigs.add_chain(rig, "l2", 4, rigs.empty("Tl", (0.0, 0.0, 0.0)))
+    rigs.add_chain(rig, "r2", 4, rigs.empty("Tr", tuple(direction + np.array([1.0, 0.0, 0.0]))))
+    left.stretch = 1.5
+    target = bpy.data.objects["Tl"]
+    for frame, reach in ((1, 0.8), (6, 1.1), (12, 1.25)):  # from inside the chain's reach to past it
+        target.location = tuple(reach * total * direction)
+        target.keyframe_insert("location", frame=frame)
+    rig.reach_ik.start_from = "REST"
+    bpy.context.view_layer.objects.active = rig
+    assert bpy.ops.reach.bake(frame_start=1, frame_end=12) == {"FINISHED"}
+    stretched = 0
+    for frame in range(1, 13):
+        bpy.context.scene.frame_set(frame)
+        for side in LEGS:
+            goal = np.array(bpy.data.objects[f"T{side}"].matrix_world.translation)
+            miss = float(np.linalg.norm(rigs.world_tail(rig, f"{side}2") - goal))
+            assert miss <= TOL, f"frame {frame}: the replayed {side} foot is {miss:.3g} from its target"
+        ev = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        body = float(np.linalg.norm(rigs.world_tail(rig, "body") - rigs.world_head(rig, "body")))
+        assert abs(body - 1.0) <= 1e-5, f"frame {frame}: the shared body is {body} long"
+        stretched += ev.pose.bones["l1"].scale[1] > 1.0 + 1e-6
+    assert stretched >= 3, f"the left branch stretched in only {stretched} of 12 frames"
