@@ -7,6 +7,7 @@ import math
 
 import bpy
 import numpy as np
+import pytest
 import rigs
 from mathutils import Euler, Quaternion
 
@@ -299,3 +300,36 @@ def test_a_stretching_tree_bake_replays_reached() -> None:
         assert abs(body - 1.0) <= 1e-5, f"frame {frame}: the shared body is {body} long"
         stretched += ev.pose.bones["l1"].scale[1] > 1.0 + 1e-6
     assert stretched >= 3, f"the left branch stretched in only {stretched} of 12 frames"
+
+
+def test_a_branch_stretch_blends_with_influence() -> None:
+    # As for a single chain (test_ikfk.py): at Influence 0.5 the branch stretches half-way, its status is
+    # measured on that pose; at 0 every channel is the FK pose again.
+    rig = _tree()
+    for b in ("l1", "l2", "r1", "r2"):
+        rig.data.bones[b].inherit_scale = "NONE"
+    rigs.update()
+    fk = rigs.pose_snapshot(rig)
+    total = sum(rig.data.bones[b].length for b in ("body", "l0", "l1", "l2"))
+    direction = np.array([-0.6, 0.1, -0.2])
+    direction /= np.linalg.norm(direction)
+    goal = 1.15 * total * direction
+    rig.reach_ik.max_iterations = 200
+    left = rigs.add_chain(rig, "l2", 4, rigs.empty("Tl", tuple(goal)))
+    rigs.add_chain(rig, "r2", 4, rigs.empty("Tr", tuple(direction + np.array([1.0, 0.0, 0.0]))))
+    left.stretch = 1.5
+    for _ in range(3):
+        rigs.update()
+    ik_y = float(rig.pose.bones["l1"].scale[1])
+    assert ik_y > 1.02, f"the branch stretches to reach ({ik_y})"
+    left.influence = 0.5
+    for _ in range(3):
+        rigs.update()
+    assert float(rig.pose.bones["l1"].scale[1]) == pytest.approx(1.0 + 0.5 * (ik_y - 1.0), abs=1e-5)
+    far = _miss(rig, "l2", goal)
+    assert far > 1e-2 and left.residual == pytest.approx(far, rel=1e-3, abs=1e-5), left.message
+    for ch in rig.reach_ik.chains:
+        ch.influence = 0.0
+    for _ in range(3):
+        rigs.update()
+    assert rigs.pose_snapshot(rig) == fk
