@@ -235,7 +235,8 @@ def solve_tree(
     codes = np.where(~reached & (codes == CONVERGED), STALLED, codes)
     for e, c in enumerate(chains):
         statuses = [STATUS_NAMES[int(s)] for s in codes[:, e]]
-        report.outcomes[c.index] = chain_outcome(residuals[:, e], iterations, statuses, tolerance, sk.names[tips[e]])
+        outcome = chain_outcome(residuals[:, e], iterations, statuses, tolerance, sk.names[tips[e]], rho.get(e))
+        report.outcomes[c.index] = outcome
 
 
 def _solve_frames(

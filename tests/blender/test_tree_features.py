@@ -251,6 +251,11 @@ def test_stretch_on_a_branch() -> None:
     for b in ("l1", "r1"):
         length = float(np.linalg.norm(rigs.world_tail(rig, b) - rigs.world_head(rig, b)))
         assert abs(length - rig.data.bones[b].length * scales[b]) <= 1e-5, f"{b}: {length}"
+    # Past what Stretch allows: the message says how far the chain was stretched.
+    bpy.data.objects["Tl"].location = tuple(2.0 * total * direction)
+    left.stretch = 1.2
+    rigs.update()
+    assert left.is_valid and "stretched to" in left.message and "raise Stretch" in left.message, left.message
     # Stretch back to 1 undoes the stretch this solve wrote.
     left.stretch = 1.0
     rigs.update()
