@@ -10,6 +10,7 @@ import numpy as np
 from . import convert
 from .kinematics import Space, Work, local_rotations
 from .model import F64, ChainPlan, Group, Inputs, RigReport, Snapshot
+from .trees import branch
 
 
 def _bone_influence(group: Group, influence: dict[int, F64], f: int) -> dict[int, F64]:
@@ -136,27 +137,27 @@ def blend_level(
 
 
 def _blend_stretch(work: Work, g: Group, inputs: Inputs) -> dict[int, F64]:
-    """Blend a stretching chain's stretch as its rotations: the carriers' Y scale from the FK value toward
-    the IK one by Influence, linearly. Rescales the working pose's bones to it and returns bone -> (F,)
-    ratio of the blended length to the IK length (for the heads below it)."""
+    """Blend each stretching chain's stretch as its rotations: the carriers' Y scale from the FK value toward
+    the IK one by Influence, linearly (in a tree, the carriers of the chain's branch). Rescales the working
+    pose's bones to it and returns bone -> (F,) ratio of the blended length to the IK length (for the heads
+    below it)."""
     out: dict[int, F64] = {}
-    if g.is_tree:
-        return out
-    c = g.chains[0]
-    carriers = work.owned.get(c.index)
-    w = inputs.influence.get(c.index)
-    if carriers is None or w is None or carriers[0] not in work.scale_out:
-        return out
-    ik = work.scale_out[carriers[0]]
-    fk = inputs.fk_scale.get(carriers[0])
-    fk = np.ones_like(ik) if fk is None else np.broadcast_to(fk, ik.shape)
-    blended = np.where(w >= 1.0, ik, np.where(w <= 0.0, fk, fk + w * (ik - fk)))
-    ratio = blended / ik
-    for b in dict.fromkeys(carriers):
-        work.scale_out[b] = blended.copy()
-    for b in c.bones[: len(carriers)]:
-        work.scale[:, b, 1] *= ratio
-        out[b] = ratio
+    for c in g.chains:
+        carriers = work.owned.get(c.index)
+        w = inputs.influence.get(c.index)
+        if carriers is None or w is None or carriers[0] not in work.scale_out:
+            continue
+        ik = work.scale_out[carriers[0]]
+        fk = inputs.fk_scale.get(carriers[0])
+        fk = np.ones_like(ik) if fk is None else np.broadcast_to(fk, ik.shape)
+        blended = np.where(w >= 1.0, ik, np.where(w <= 0.0, fk, fk + w * (ik - fk)))
+        ratio = blended / ik
+        for b in dict.fromkeys(carriers):
+            work.scale_out[b] = blended.copy()
+        rows = branch(g.chains, c) if g.is_tree else c.bones
+        for b in rows[: len(carriers)]:
+            work.scale[:, b, 1] *= ratio
+            out[b] = ratio
     return out
 
 

@@ -259,8 +259,8 @@ def _most(values: dict[int, F64], c: ChainPlan, planned: float) -> float:
 def soft_checked_groups(groups: list[Group], inputs: Inputs, report: RigReport) -> list[Group]:
     """The groups soft and stretch can be solved for; the chains of the others are reported invalid.
 
-    Trees (chains that share bones) take Soft per chain (`trees`), not Stretch: their shared bones have no
-    one factor to stretch by. A chain whose bones cannot stretch (`ChainPlan.stretch_problem`)
+    In trees (chains that share bones) a chain stretches its branch's bones only (`trees`), which its
+    carriers then name. A chain whose bones cannot stretch (`ChainPlan.stretch_problem`)
     is refused in the frames it would. Checked on the per-frame values, so an animated Soft or Stretch is
     caught in a bake as well as live (where the plan checks the current values first).
     """
@@ -268,13 +268,13 @@ def soft_checked_groups(groups: list[Group], inputs: Inputs, report: RigReport) 
     for g in groups:
         msg = ""
         if g.is_tree:
-            uses = [c for c in g.chains if _most(inputs.stretch, c, c.stretch) > 1.0]
-            if uses:
-                names = ", ".join(f"'{c.name}'" for c in uses)
-                msg = (
-                    "Stretch works on single chains, and this chain shares bones with others (a tree, solved as "
-                    f"one): set Stretch to 1 on {names}"
-                )
+            for c in g.chains:
+                if c.carriers is None and _most(inputs.stretch, c, c.stretch) > 1.0:
+                    msg = (
+                        f"chain '{c.name}' stretches, and in a tree (chains that share bones, solved as one) a chain "
+                        f"stretches the bones of its branch only: {c.stretch_problem or 'set Stretch to 1'}"
+                    )
+                    break
         else:
             c = g.chains[0]
             if c.carriers is None and _most(inputs.stretch, c, c.stretch) > 1.0:
@@ -291,10 +291,7 @@ def owned_stretch(groups: list[Group], inputs: Inputs) -> dict[int, list[int]]:
     """Chain index -> carriers, for the chains that own their bones' Y scale in this solve: those whose
     Stretch is above 1 in some frame, and those with a stretch of ours to undo (`Inputs.release`)."""
     owned = {}
-    for g in groups:
-        if g.is_tree:
-            continue
-        c = g.chains[0]
+    for c in (c for g in groups for c in g.chains):
         if c.carriers is not None and (_most(inputs.stretch, c, c.stretch) > 1.0 or c.index in inputs.release):
             owned[c.index] = c.carriers
     return owned

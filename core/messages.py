@@ -75,13 +75,19 @@ def chain_message(
     return f"worst frame #{worst}: {message}" if frames > 1 else message
 
 
-def chain_outcome(residuals: F64, iterations: F64, statuses: Sequence[str], tolerance: float, tip: str) -> ChainOutcome:
+def chain_outcome(
+    residuals: F64, iterations: F64, statuses: Sequence[str], tolerance: float, tip: str, stretch: F64 | None = None
+) -> ChainOutcome:
+    """One chain's outcome from its (F,) residuals, iterations and statuses; `stretch`: (F,) how many times
+    its length the chain was lengthened (None: not stretched)."""
     worst = int(np.argmax(residuals))
     residual = float(residuals[worst])
     reached = bool((residuals <= tolerance * (1.0 + 1e-6)).all())
     status = statuses[worst]
-    message = chain_message(residual, status, reached, residuals.shape[0], worst, tip)
-    return ChainOutcome(True, message, float(iterations.mean()), residual, reached, status, residuals, iterations)
+    stretched = 1.0 if stretch is None else float(stretch[worst])
+    message = chain_message(residual, status, reached, residuals.shape[0], worst, tip, stretched=stretched)
+    most = 1.0 if stretch is None else float(np.max(stretch))
+    return ChainOutcome(True, message, float(iterations.mean()), residual, reached, status, residuals, iterations, most)
 
 
 def outcomes_of(

@@ -28,7 +28,7 @@ def chain_settings(inputs: Inputs, chains: Sequence[ChainPlan], f: int) -> tuple
     return np.clip(np.nan_to_num(soft), 0.0, 0.5), np.maximum(np.nan_to_num(stretch, nan=1.0, posinf=1.0), 1.0)
 
 
-def _length_ratio(offsets: F64, factor: F64) -> F64:
+def length_ratio(offsets: F64, factor: F64) -> F64:
     """(...,) how many times longer chains of `offsets` (..., N, 3) get when every bone's Y is scaled by
     `factor` (...,): exactly `factor` for connected bones (offsets along Y), less for sideways offsets."""
     a = offsets[..., 0] ** 2 + offsets[..., 2] ** 2
@@ -38,8 +38,8 @@ def _length_ratio(offsets: F64, factor: F64) -> F64:
     return ratio
 
 
-def _factor_for(offsets: F64, ratio: F64) -> F64:
-    """(...,) the Y scale that makes chains of `offsets` `ratio` times longer (`_length_ratio`'s inverse):
+def factor_for(offsets: F64, ratio: F64) -> F64:
+    """(...,) the Y scale that makes chains of `offsets` `ratio` times longer (`length_ratio`'s inverse):
     Newton's method on the convex, increasing length from `ratio` itself (exact for connected bones)."""
     a = offsets[..., 0] ** 2 + offsets[..., 2] ** 2
     b = offsets[..., 1] ** 2
@@ -96,8 +96,8 @@ def stretch_chains(
     natural = np.linalg.norm(off, axis=-1).sum(axis=-1)  # (F, K)
     eased = np.minimum(soft_distance(distance, natural, soft), natural)
     need = distance / np.maximum(eased, 1e-300)
-    rho = np.where(owned[None], np.clip(need, 1.0, _length_ratio(off, limit)), 1.0)
-    factors = _factor_for(off, rho)
+    rho = np.where(owned[None], np.clip(need, 1.0, length_ratio(off, limit)), 1.0)
+    factors = factor_for(off, rho)
     factors[:, ~owned] = 1.0
     off[..., 1] *= factors[..., None]
     # The warm start on the new lengths: joints from the current frames and the stretched offsets.

@@ -17,6 +17,7 @@ last shared bone). What a single chain does, a tree does per chain, reusing the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -24,7 +25,7 @@ import numpy as np
 from ..solvers import tree
 from ..solvers.frames import ChainBatch, chain_bend
 from ..solvers.rotations import minimal_rotation, normalize, norms, perpendicular_part
-from ..solvers.soft import eased_distance
+from ..solvers.soft import eased_distance, soft_distance
 from ..solvers.tree_frames import solve_tree_frames
 from ..solvers.types import CONVERGED, SOFT, STALLED, STATUS_NAMES, ChainProblem, TreeProblem, TreeResult
 from .batch import turn_about
@@ -32,7 +33,7 @@ from .checks import cached_limits
 from .kinematics import Space, Work, chain_arrays
 from .messages import chain_outcome
 from .model import F64, ChainPlan, Group, Inputs, RigReport, Snapshot
-from .stretch import chain_settings
+from .stretch import chain_settings, factor_for, length_ratio, rescale
 
 # A tolerance no solve reaches: with it the iterative solvers run exactly to their iteration cap (or a stall).
 _EXHAUST = 1e-12
@@ -41,9 +42,9 @@ _EXHAUST = 1e-12
 _STRAIGHT = 1e-9
 
 
-def branch(group: Group, chain: ChainPlan) -> list[int]:
-    """The bones of `chain` below the last bone another chain of `group` shares (root first)."""
-    others = {b for c in group.chains if c is not chain for b in c.bones}
+def branch(chains: Sequence[ChainPlan], chain: ChainPlan) -> list[int]:
+    """The bones of `chain` below the last bone another of `chains` (a tree) shares (root first)."""
+    others = {b for c in chains if c.index != chain.index for b in c.bones}
     last = max((i for i, b in enumerate(chain.bones) if b in others), default=-1)
     return chain.bones[last + 1 :]
 
@@ -79,6 +80,46 @@ def _chain_reach(work: Work, c: ChainPlan) -> tuple[F64, F64]:
     rows, ends = (c.bones[:-1], [c.bones[-1]]) if c.use_target_rotation else (c.bones, None)
     positions, _frames, offsets, _ref, _base = chain_arrays(work, [rows], ends)
     return positions[:, 0], norms(offsets).sum(axis=1)
+
+
+def _stretch_branch(
+    work: Work, chains: Sequence[ChainPlan], c: ChainPlan, carriers: list[int], aim: F64, soft: F64, limit: F64
+) -> F64:
+    """Lengthen the bones of `c`'s branch (`branch`) in the working pose by just enough for the chain to reach
+    `aim` (F, 3) along its soft curve, up to `limit` (F,) times their natural length (as `stretch.stretch_chains`
+    does for a single chain's bones, with the shared bones at their length). Returns (F,) how many times the
+    whole chain is longer than its natural length (the soft curve's `stretch`)."""
+    own = branch(chains, c)
+    rows = own[:-1] if c.use_target_rotation else own  # the bones `carriers` name, root first
+    chain_rows, ends = (c.bones[:-1], [c.bones[-1]]) if c.use_target_rotation else (c.bones, None)
+    positions, _frames, offsets, _ref, _base = chain_arrays(work, [chain_rows], ends)
+    f = offsets.shape[0]
+    k = len(chain_rows) - len(rows)  # the branch's first row
+    off = offsets.copy()
+    divisors = np.ones((f, len(rows))) if work.channel_y is None else work.channel_y[:, carriers]
+    off[:, k:, 1] /= divisors  # the branch at its natural length (a previous stretch divided out)
+    natural = norms(off).sum(axis=1)
+    shared = norms(off[:, :k]).sum(axis=1)
+    own_length = norms(off[:, k:]).sum(axis=1)
+    distance = norms(aim - positions[:, 0])
+    eased = np.minimum(soft_distance(distance, natural, soft), natural)
+    need = distance / np.maximum(eased, 1e-300)
+    want = (need * natural - shared) / np.maximum(own_length, 1e-300)  # how much longer the branch must get
+    ratio = np.clip(want, 1.0, length_ratio(off[:, k:], limit))
+    factors = factor_for(off[:, k:], ratio)
+    before = {b: (work.rot[:, b].copy(), work.heads()[:, b].copy()) for b in own}
+    rescale(work, [c], [rows], factors[:, None], divisors[:, None])
+    # Each head below a lengthened bone moves along that bone's Y axis (rotations kept).
+    change = factors[:, None] / divisors
+    heads = [before[own[0]][1]]
+    for j in range(1, len(own)):
+        rot, head = before[own[j - 1]]
+        step = np.einsum("fji,fj->fi", rot, before[own[j]][1] - head)
+        if j - 1 < len(rows):
+            step[:, 1] *= change[:, j - 1]
+        heads.append(heads[-1] + np.einsum("fij,fj->fi", rot, step))
+    work.set_bones(own, np.stack([before[b][0] for b in own], axis=1), np.stack(heads, axis=1))
+    return np.asarray((shared + length_ratio(off[:, k:], factors) * own_length) / natural)
 
 
 def _hints(snap: Snapshot, work: Work, b: _Branch, aims: F64, pole: F64 | None, angle: F64 | None) -> F64:
@@ -129,8 +170,14 @@ def solve_tree(
     f_count = work.matrices.shape[0]
     goals = np.stack([space.points(inputs.targets[c.index]) for c in chains], axis=1)  # (F, E, 3)
     aims, tip_rots = _aims(work, chains, goals, space, inputs)
+    # Stretch: the branches of the chains that own their Y scale lengthen first (the tree is solved on them).
+    soft, limit = chain_settings(inputs, chains, f_count)
+    rho: dict[int, F64] = {}
+    for e, c in enumerate(chains):
+        carriers = work.owned.get(c.index)
+        if carriers is not None:
+            rho[e] = _stretch_branch(work, chains, c, carriers, aims[:, e], soft[:, e], limit[:, e])
     # Soft: each chain reaches for its eased target (`solvers.soft.solve_soft` for single chains).
-    soft, _limit = chain_settings(inputs, chains, f_count)
     eased = np.zeros((f_count, len(chains)), dtype=bool)
     for e, c in enumerate(chains):
         if not soft[:, e].any():
@@ -138,7 +185,7 @@ def solve_tree(
         root, length = _chain_reach(work, c)
         rel = aims[:, e] - root
         distance = norms(rel)
-        reach = eased_distance(distance, length, soft[:, e], None)
+        reach = eased_distance(distance, length, soft[:, e], rho.get(e))
         scale = np.where(distance > 1e-12, reach / np.maximum(distance, 1e-300), 1.0)
         eased[:, e] = scale < 1.0
         aims[:, e] = root + rel * scale[:, None]
@@ -148,7 +195,7 @@ def solve_tree(
     limits_all = snap.limits
     branches = []
     for e, c in enumerate(chains):
-        own = branch(group, c)
+        own = branch(group.chains, c)
         end = -1
         if c.use_target_rotation:
             own, end = own[:-1], c.bones[-1]
@@ -188,7 +235,8 @@ def solve_tree(
     codes = np.where(~reached & (codes == CONVERGED), STALLED, codes)
     for e, c in enumerate(chains):
         statuses = [STATUS_NAMES[int(s)] for s in codes[:, e]]
-        report.outcomes[c.index] = chain_outcome(residuals[:, e], iterations, statuses, tolerance, sk.names[tips[e]])
+        outcome = chain_outcome(residuals[:, e], iterations, statuses, tolerance, sk.names[tips[e]], rho.get(e))
+        report.outcomes[c.index] = outcome
 
 
 def _solve_frames(

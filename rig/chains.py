@@ -7,11 +7,13 @@ share bones become one multi-effector tree; every other overlap is refused. Noth
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import bpy
 import numpy as np
 
 from ..core.model import NONE, NONE_LEGACY, ChainPlan, Group, Plan, Skeleton, usable
+from ..core.trees import branch
 from . import cache, fk, renames
 from .compat import is_bone_selected
 from .props import ReachChain, rig_settings
@@ -268,11 +270,15 @@ def _build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = Non
         bones = sorted({b for p in members for b in p.bones}, key=lambda b: (int(sk.depth[b]), b))
         is_tree = len(members) > 1
         if is_tree:
+            members = [_branch_carriers(obj, sk, members, p) for p in members]
             problem = _tree_problem(sk, members, owners)
             if problem:
                 for p in members:
                     plan.errors[p.index] = problem
                 continue
+        elif members[0].stretch > 1.0 and members[0].carriers is None:
+            plan.errors[members[0].index] = members[0].stretch_problem
+            continue
         plan.groups.append(Group(chains=members, bones=bones, is_tree=is_tree))
 
     # A group whose root hangs below another group's bones must be solved after it.
@@ -344,9 +350,18 @@ def _build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = Non
         if upper_bone < 0:
             continue  # it depends on another group only through a control bone (checked above)
         upper_group = plan.groups[owner_group[upper_bone]]
-        upper = upper_group.chains[0].name
+        # The chain that stretches the bone this group hangs from (in a tree: the bones of its branch).
+        stretcher = next(
+            (
+                c
+                for c in upper_group.chains
+                if c.stretch > 1.0 and upper_bone in (branch(upper_group.chains, c) if upper_group.is_tree else c.bones)
+            ),
+            None,
+        )
+        upper = (stretcher or upper_group.chains[0]).name
         link = between[-1] if between else g.bones[0]
-        stretching = not upper_group.is_tree and upper_group.chains[0].stretch > 1.0
+        stretching = stretcher is not None
         problem = ""
         link_bone = obj.data.bones[sk.names[link]]
         if stretching and (not link_bone.use_inherit_rotation or sk.scale_modes()[link] not in (NONE, NONE_LEGACY)):
@@ -487,9 +502,9 @@ def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain)
     cap = float(ch.ccd_max_step) if ch.solver == "CCD" else 0.0
     if not 0.0 <= cap <= math.pi:  # False for NaN too: only a script can store it
         return f"Step Cap is {cap:.4g}: set an angle from 0° (no cap) to 180°"
+    # A chain that cannot stretch is refused when it is planned alone (`build_plan`); in a tree its branch's
+    # bones stretch, and their carriers are worked out there.
     carriers, stretch_problem = _stretch_carriers(obj, sk, bones, bool(ch.use_target_rotation))
-    if stretch > 1.0 and carriers is None:
-        return stretch_problem
     return ChainPlan(
         index=i,
         name=ch.name or tip,
@@ -511,15 +526,25 @@ def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain)
     )
 
 
+def _branch_carriers(obj: bpy.types.Object, sk: Skeleton, members: list[ChainPlan], p: ChainPlan) -> ChainPlan:
+    """`p` with the carriers of its branch's bones (`core.trees.branch`): in a tree a chain stretches those
+    only, the branch's first bone carrying its own stretch (its shared parent keeps its length)."""
+    own = branch(members, p)
+    carriers, problem = _stretch_carriers(obj, sk, own, p.use_target_rotation) if own else (None, "")
+    if not own:
+        problem = "every bone of the chain is shared with another chain, so none is its own to stretch"
+    return replace(p, carriers=carriers, stretch_problem=problem)
+
+
 def _tree_problem(sk: Skeleton, members: list[ChainPlan], owners: dict[int, list[ChainPlan]]) -> str:
     """Why chains that share bones cannot be solved as one tree, or "" (a tree is solved as one: one chain at
     fault refuses its tree, and the message names it)."""
-    stretching = [p for p in members if p.stretch > 1.0]
-    if stretching:
-        return (
-            "Stretch works on single chains, and chains that share bones are solved as one tree: set Stretch to 1 "
-            "on " + ", ".join(f"'{p.name}'" for p in stretching)
-        )
+    for p in members:
+        if p.stretch > 1.0 and p.carriers is None:
+            return (
+                f"chain '{p.name}' stretches, and in a tree (chains that share bones, solved as one) a chain stretches "
+                f"the bones of its branch only (those no other chain shares): {p.stretch_problem}"
+            )
     weightless = [p for p in members if p.weight <= 0.0]
     if weightless:
         return (

@@ -386,7 +386,7 @@ def _initial(obj: bpy.types.Object, pose: _Pose, c: ChainPlan, group: Group) -> 
     if pole is None:
         return place
     if group.is_tree:
-        own = branch(group, c)
+        own = branch(group.chains, c)
         if len(own) < (3 if c.use_target_rotation else 2):
             return place  # a branch of one bone has no bend plane: the pole stays where it is
         c = replace(c, bones=own)

@@ -113,6 +113,27 @@ def _topology(problem: TreeProblem) -> tuple[list[_Bone | None], list[list[int]]
     return bones, children, weight
 
 
+def effector_paths(problem: TreeProblem, order: list[int]) -> tuple[F64, F64, F64]:
+    """For the polish step, over the active bones ``order``: which effectors lie below each active bone
+    (``(A, E)``, weighted by ``sqrt(weight)``), each active bone's active ancestors, itself included
+    (``(A, A)``), and the effectors' ``sqrt(weight)`` (``(E,)``)."""
+    index = {bone: j for j, bone in enumerate(order)}
+    sqrt_w = np.sqrt(problem.effector_weights)
+    below = np.zeros((len(order), problem.n_effectors))
+    above = np.zeros((len(order), len(order)))
+    for j, bone in enumerate(order):
+        i = bone
+        while i >= 0:
+            above[j, index[i]] = 1.0
+            i = int(problem.parents[i])
+    for e, bone in enumerate(problem.effectors.tolist()):
+        i = bone
+        while i >= 0:
+            below[index[i], e] = sqrt_w[e]
+            i = int(problem.parents[i])
+    return below, above, sqrt_w
+
+
 class _TreeSolver:
     """State of one tree solve: topology, current pose, and the passes."""
 
@@ -129,25 +150,8 @@ class _TreeSolver:
         # Forward-pass positions of each active bone's attachments, and the effector tails among them.
         self.placed: dict[int, F64] = {}
         self.tails = np.zeros((problem.n_effectors, 3))
-        # For the polish: which effectors lie below each active bone (weighted by sqrt(weight)), each
-        # active bone's active ancestors (itself included), and the damping's length scale.
-        index = {bone: j for j, bone in enumerate(self.order)}
-        sqrt_w = np.sqrt(problem.effector_weights)
-        below = np.zeros((len(self.order), problem.n_effectors))
-        above = np.zeros((len(self.order), len(self.order)))
-        for j, bone in enumerate(self.order):
-            i = bone
-            while i >= 0:
-                above[j, index[i]] = 1.0
-                i = int(problem.parents[i])
-        for e, bone in enumerate(problem.effectors.tolist()):
-            i = bone
-            while i >= 0:
-                below[index[i], e] = sqrt_w[e]
-                i = int(problem.parents[i])
-        self.below = below
-        self.above = above
-        self.sqrt_w = sqrt_w
+        # For the polish (`effector_paths`), and the damping's length scale.
+        self.below, self.above, self.sqrt_w = effector_paths(problem, self.order)
         self.reach = float(_reach(problem).max())
 
     def placed_now(self) -> dict[int, F64]:

@@ -19,7 +19,16 @@ import numpy as np
 from .frames import LimitTable, aim_frames, limit_frames
 from .loop import POLISH_DAMPING, POLISH_FAR, POLISH_FROM, STALL_RELATIVE, polish_weights
 from .rotations import TINY, cross, nearest_rotation, normalize, norms, rotvec_matrix
-from .tree import HEAD_WEIGHT, PRIOR_WEIGHT, TREE_STALL_PATIENCE, _reach, _topology, solve_tree
+from .tree import (
+    HEAD_WEIGHT,
+    PRIOR_WEIGHT,
+    SAME_DIRECTION,
+    TREE_STALL_PATIENCE,
+    _reach,
+    _topology,
+    effector_paths,
+    solve_tree,
+)
 from .types import CAP, CONVERGED, F64, STALLED, UNREACHABLE, Bools, TreeProblem, TreeResult
 
 State = tuple[F64, F64, dict[int, F64], F64]
@@ -41,37 +50,52 @@ class _Bone:
 
 
 def _stacked(problems: Sequence[TreeProblem]) -> list[_Bone | None] | None:
-    """Each bone's attachment data over the frames, or None when the frames do not share one topology."""
-    per_frame = [_topology(p)[0] for p in problems]
-    first = per_frame[0]
+    """Each bone's attachment data over the frames, or None when the frames do not share one topology.
+
+    `solvers.tree._topology` once, on the first frame; the other frames' attachment offsets are gathered
+    and checked (the same levers, the same aim or fork) in a few array operations, not bone by bone per
+    frame (which cost more than the whole batched solve on a bake of a few hundred frames).
+    """
+    first = problems[0]
+    if any(
+        not (np.array_equal(p.parents, first.parents) and np.array_equal(p.effectors, first.effectors))
+        or not np.array_equal(p.effector_weights, first.effector_weights)
+        for p in problems[1:]
+    ):
+        return None
+    heads = np.stack([p.head_offsets for p in problems])  # (F, B, 3)
+    tails = np.stack([p.tail_offsets for p in problems])
     out: list[_Bone | None] = []
-    for i, bone in enumerate(first):
-        rows = [bones[i] for bones in per_frame]
+    for i, bone in enumerate(_topology(first)[0]):
         if bone is None:
-            if any(r is not None for r in rows):
-                return None
             out.append(None)
             continue
-        same = all(
-            r is not None
-            and r.children == bone.children
-            and r.fork == bone.fork
-            and r.pivot == bone.pivot
-            and np.array_equal(r.weights, bone.weights)
-            for r in rows
-        )
-        if not same:
+        parts = [heads[:, c] for c in bone.children] + ([tails[:, i]] if bone.effector >= 0 else [])
+        local = np.stack(parts, axis=1)  # (F, P, 3)
+        lengths = norms(local)
+        lever = norms(bone.local) > 0.0
+        if not np.array_equal(lengths > 0.0, np.broadcast_to(lever, lengths.shape)):
             return None
+        if not bone.pivot:
+            units = local[:, lever] / lengths[:, lever][..., None]
+            fork = (np.einsum("fpi,fi->fp", units, units[:, 0]) < 1.0 - SAME_DIRECTION).any(axis=1)
+            if not (fork == bone.fork).all():
+                return None
+        mean = (bone.weights[None, :, None] * local).sum(axis=1) / bone.weights.sum()
+        mean_length = norms(mean)
+        aim_dir = np.where(
+            (mean_length > 0.0)[:, None], mean / np.where(mean_length > 0.0, mean_length, 1.0)[:, None], [0.0, 1.0, 0.0]
+        )
         out.append(
             _Bone(
                 children=bone.children,
                 effector=bone.effector,
-                local=np.stack([r.local for r in rows if r is not None]),
+                local=local,
                 weights=bone.weights,
                 fork=bone.fork,
                 pivot=bone.pivot,
-                aim_dir=np.stack([r.aim_dir for r in rows if r is not None]),
-                aim_length=np.array([r.aim_length for r in rows if r is not None]),
+                aim_dir=aim_dir,
+                aim_length=mean_length,
                 total_weight=bone.total_weight,
             )
         )
@@ -113,21 +137,7 @@ class _FramesSolver:
         self.proposals: dict[int, F64] = {}
         self.placed: dict[int, F64] = {}
         self.tails = np.zeros((f, first.n_effectors, 3))
-        index = {bone: j for j, bone in enumerate(self.order)}
-        sqrt_w = np.sqrt(first.effector_weights)
-        below = np.zeros((len(self.order), first.n_effectors))
-        above = np.zeros((len(self.order), len(self.order)))
-        for j, bone in enumerate(self.order):
-            i = bone
-            while i >= 0:
-                above[j, index[i]] = 1.0
-                i = int(first.parents[i])
-        for e, bone in enumerate(first.effectors.tolist()):
-            i = bone
-            while i >= 0:
-                below[index[i], e] = sqrt_w[e]
-                i = int(first.parents[i])
-        self.below, self.above, self.sqrt_w = below, above, sqrt_w
+        self.below, self.above, self.sqrt_w = effector_paths(first, self.order)
         self.reach_e = np.stack([_reach(p) for p in problems])  # (F, E)
         self.reach = self.reach_e.max(axis=1)
 

@@ -224,7 +224,23 @@ def _posed_spider() -> demo_rigs.Rig:
     return rig
 
 
-@pytest.mark.parametrize("make", [_posed_character, _posed_spider], ids=["character", "spider-tree"])
+def _posed_spider_with_poles() -> demo_rigs.Rig:
+    """The spider with a pole on every leg: each leg's pole turns its branch (the two bones below the body)."""
+    rig = demo_rigs.spider()
+    demo_rigs.use_reach(rig)
+    for i, ch in enumerate(rig.obj.reach_ik.chains):
+        a = 2 * math.pi * i / 8
+        ch.pole = rigs.empty(f"Pole{i}", (math.cos(a), 1.5 + 0.2 * i, math.sin(a)))
+    rigs.update()
+    _pose_by_hand(rig.obj, _every_bone(rig.obj), seed=11, amount=0.2)
+    return rig
+
+
+@pytest.mark.parametrize(
+    "make",
+    [_posed_character, _posed_spider, _posed_spider_with_poles],
+    ids=["character", "spider-tree", "spider-poles"],
+)
 def test_snap_all_chains_of_a_posed_rig_moves_no_bone(make: Callable[[], demo_rigs.Rig]) -> None:
     obj = make().obj
     obj.reach_ik.live = False  # before the update that shows the pose: it is the pose, not an IK result

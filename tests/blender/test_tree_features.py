@@ -7,6 +7,7 @@ import math
 
 import bpy
 import numpy as np
+import pytest
 import rigs
 from mathutils import Euler, Quaternion
 
@@ -220,3 +221,120 @@ def test_a_tree_bake_replays_every_frame_reached() -> None:
         hip, foot = rigs.world_head(rig, "r0"), rigs.world_tail(rig, "r2")
         side_dir = _side(np.array(bpy.data.objects["Pr"].location), hip, foot)
         assert np.dot(_bend(rig, "r"), side_dir) > 0.99, f"frame {frame}: the right leg left its pole's side"
+
+
+def test_stretch_on_a_branch() -> None:
+    rig = _tree()
+    for b in ("l1", "l2", "r1", "r2"):
+        rig.data.bones[b].inherit_scale = "NONE"  # each leg bone carries its own stretch
+    total = sum(rig.data.bones[b].length for b in ("body", "l0", "l1", "l2"))
+    direction = np.array([-0.6, 0.1, -0.2])
+    direction /= np.linalg.norm(direction)
+    goal = 1.15 * total * direction  # beyond the left chain's reach
+    goals = {"l": tuple(goal), "r": tuple(direction + np.array([1.0, 0.0, 0.0]))}
+    rig.reach_ik.max_iterations = 200
+    left = rigs.add_chain(rig, "l2", 4, rigs.empty("Tl", goals["l"]))
+    right = rigs.add_chain(rig, "r2", 4, rigs.empty("Tr", goals["r"]))
+    rigs.update()
+    assert left.is_valid and "out of reach" in left.message, left.message
+    left.stretch = 1.5
+    rigs.update()
+    assert left.is_valid and not left.message, left.message
+    assert right.is_valid and not right.message, right.message
+    assert _miss(rig, "l2", goal) <= TOL, f"the stretched leg misses by {_miss(rig, 'l2', goal):.3g}"
+    assert _miss(rig, "r2", goals["r"]) <= TOL
+    scales = {b: rig.pose.bones[b].scale[1] for b in ("body", "l0", "l1", "l2", "r0", "r1", "r2")}
+    assert scales["body"] == 1.0, f"the shared body keeps its length: {scales}"
+    assert all(scales[b] > 1.0 for b in ("l0", "l1", "l2")), f"the left branch stretches: {scales}"
+    assert all(scales[b] == 1.0 for b in ("r0", "r1", "r2")), f"the right branch does not: {scales}"
+    # Measured on the evaluated pose: the left leg's bones are longer by their Y scale, the right leg's not.
+    for b in ("l1", "r1"):
+        length = float(np.linalg.norm(rigs.world_tail(rig, b) - rigs.world_head(rig, b)))
+        assert abs(length - rig.data.bones[b].length * scales[b]) <= 1e-5, f"{b}: {length}"
+    # Past what Stretch allows: the message says how far the chain was stretched.
+    bpy.data.objects["Tl"].location = tuple(2.0 * total * direction)
+    left.stretch = 1.2
+    rigs.update()
+    assert left.is_valid and "stretched to" in left.message and "raise Stretch" in left.message, left.message
+    # Stretch back to 1 undoes the stretch this solve wrote.
+    left.stretch = 1.0
+    rigs.update()
+    assert all(rig.pose.bones[b].scale[1] == 1.0 for b in ("l0", "l1", "l2"))
+    assert left.is_valid and "out of reach" in left.message, left.message
+
+
+def test_stretch_on_a_branch_that_cannot_is_refused() -> None:
+    rig = _tree()  # l1 inherits l0's scale in full: stretching l0 would shear it
+    chains = _chains(rig, GOALS)
+    rigs.update()
+    before = rigs.pose_snapshot(rig)
+    chains["l"].stretch = 1.5
+    rigs.update()
+    for ch in chains.values():
+        assert not ch.is_valid and "branch" in ch.message and "'l1'" in ch.message, ch.message
+    assert rigs.pose_snapshot(rig) == before
+
+
+def test_a_stretching_tree_bake_replays_reached() -> None:
+    rig = _tree()
+    for b in ("l1", "l2", "r1", "r2"):
+        rig.data.bones[b].inherit_scale = "NONE"
+    total = sum(rig.data.bones[b].length for b in ("body", "l0", "l1", "l2"))
+    direction = np.array([-0.6, 0.1, -0.2])
+    direction /= np.linalg.norm(direction)
+    rig.reach_ik.max_iterations = 200
+    left = rigs.add_chain(rig, "l2", 4, rigs.empty("Tl", (0.0, 0.0, 0.0)))
+    rigs.add_chain(rig, "r2", 4, rigs.empty("Tr", tuple(direction + np.array([1.0, 0.0, 0.0]))))
+    left.stretch = 1.5
+    target = bpy.data.objects["Tl"]
+    for frame, reach in ((1, 0.8), (6, 1.1), (12, 1.25)):  # from inside the chain's reach to past it
+        target.location = tuple(reach * total * direction)
+        target.keyframe_insert("location", frame=frame)
+    rig.reach_ik.start_from = "REST"
+    bpy.context.view_layer.objects.active = rig
+    assert bpy.ops.reach.bake(frame_start=1, frame_end=12) == {"FINISHED"}
+    stretched = 0
+    for frame in range(1, 13):
+        bpy.context.scene.frame_set(frame)
+        for side in LEGS:
+            goal = np.array(bpy.data.objects[f"T{side}"].matrix_world.translation)
+            miss = float(np.linalg.norm(rigs.world_tail(rig, f"{side}2") - goal))
+            assert miss <= TOL, f"frame {frame}: the replayed {side} foot is {miss:.3g} from its target"
+        ev = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        body = float(np.linalg.norm(rigs.world_tail(rig, "body") - rigs.world_head(rig, "body")))
+        assert abs(body - 1.0) <= 1e-5, f"frame {frame}: the shared body is {body} long"
+        stretched += ev.pose.bones["l1"].scale[1] > 1.0 + 1e-6
+    assert stretched >= 3, f"the left branch stretched in only {stretched} of 12 frames"
+
+
+def test_a_branch_stretch_blends_with_influence() -> None:
+    # As for a single chain (test_ikfk.py): at Influence 0.5 the branch stretches half-way, its status is
+    # measured on that pose; at 0 every channel is the FK pose again.
+    rig = _tree()
+    for b in ("l1", "l2", "r1", "r2"):
+        rig.data.bones[b].inherit_scale = "NONE"
+    rigs.update()
+    fk = rigs.pose_snapshot(rig)
+    total = sum(rig.data.bones[b].length for b in ("body", "l0", "l1", "l2"))
+    direction = np.array([-0.6, 0.1, -0.2])
+    direction /= np.linalg.norm(direction)
+    goal = 1.15 * total * direction
+    rig.reach_ik.max_iterations = 200
+    left = rigs.add_chain(rig, "l2", 4, rigs.empty("Tl", tuple(goal)))
+    rigs.add_chain(rig, "r2", 4, rigs.empty("Tr", tuple(direction + np.array([1.0, 0.0, 0.0]))))
+    left.stretch = 1.5
+    for _ in range(3):
+        rigs.update()
+    ik_y = float(rig.pose.bones["l1"].scale[1])
+    assert ik_y > 1.02, f"the branch stretches to reach ({ik_y})"
+    left.influence = 0.5
+    for _ in range(3):
+        rigs.update()
+    assert float(rig.pose.bones["l1"].scale[1]) == pytest.approx(1.0 + 0.5 * (ik_y - 1.0), abs=1e-5)
+    far = _miss(rig, "l2", goal)
+    assert far > 1e-2 and left.residual == pytest.approx(far, rel=1e-3, abs=1e-5), left.message
+    for ch in rig.reach_ik.chains:
+        ch.influence = 0.0
+    for _ in range(3):
+        rigs.update()
+    assert rigs.pose_snapshot(rig) == fk
