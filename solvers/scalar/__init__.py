@@ -30,6 +30,7 @@ import numpy as np
 
 from ..limits import JointLimits
 from ..rotations import matvec, norms, quaternion_to_matrix
+from ..search import refine
 from ..soft import solve_soft
 from ..types import CONVERGED, F64, STALLED, UNREACHABLE, ZERO_LENGTH, ChainProblem, SolveResult
 from . import _cone
@@ -262,7 +263,7 @@ def solve_two_bone_scalar(problem: ChainProblem) -> SolveResult:
         raise ValueError(f"two-bone IK needs chains of 2 bones; got {problem.n_bones} (use FABRIK or CCD)")
     if problem.n_chains == 0:
         return _empty(problem)
-    return solve_soft(problem, _solve_two_bone)
+    return solve_soft(problem, lambda p: refine(p, _solve_two_bone(p)))
 
 
 def _solve_two_bone(problem: ChainProblem) -> SolveResult:
@@ -335,7 +336,9 @@ def _solve(problem: ChainProblem, step: Step, limited: bool, polished: bool) -> 
         max_iterations=problem.max_iterations,
         uniform=problem.uniform_iterations,
     )
-    return _result(problem, outcomes, analytic=False)
+    result = _result(problem, outcomes, analytic=False)
+    # The global stage under limits is numpy's, shared with the batched solvers (so both reach alike).
+    return refine(problem, result) if polished else result
 
 
 __all__ = [

@@ -228,16 +228,18 @@ def test_solvers_respect_limits(
         + ", ".join(f"{r:.1%}" for r in reached)
     )
     if name in REACH_FLOOR:
-        # Every target is reachable within the limits, but FABRIK/CCD with limits are local methods and
-        # these limits are harsh (hinges, half-cones, zero and 150 degree sides); the floor records what
-        # they achieve today (see test_reach_with_moderate_limits) and catches regressions.
+        # Every target is reachable within the limits, which are harsh (hinges, half-cones, zero and 150
+        # degree sides): the local solvers and their restarts reached 88-90 % (two-bone, clamped: 44-51 %);
+        # the global stage (solvers/search.py) takes what they miss.
         assert min(reached) >= REACH_FLOOR[name], (
             f"{name} reached only {min(reached):.1%} of limit-reachable targets in a group "
             f"(floor {REACH_FLOOR[name]:.0%})"
         )
 
 
-REACH_FLOOR = {"FABRIK": 0.86, "CCD": 0.87}  # measured (seeded): FABRIK 88-99.5 %, CCD 89.5-100 % per group
+# Measured (seeded) per group: FABRIK 99.8-100 %, CCD 99.5-100 %, two-bone 99.1-99.6 % (before the global
+# stage: FABRIK 88-99.5 %, CCD 89.5-100 %, two-bone 44-51 %).
+REACH_FLOOR = {"FABRIK": 0.99, "CCD": 0.99, "two-bone": 0.985}
 
 
 @pytest.mark.parametrize(("name", "solver", "floor"), [("FABRIK", solve_fabrik, 0.98), ("CCD", solve_ccd, 0.99)])
