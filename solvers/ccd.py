@@ -6,7 +6,8 @@ step (damping, against flips on long chains). With limits, each joint's new fram
 (:func:`~solvers.frames.aim_frames`) and clamped right away by :func:`~solvers.frames.limit_frames` (the
 same calls the forward sweep makes), and the bones below turn with the clamped frame, so their own frames
 relative to their parents, hence their limits, are unchanged; the loop then keeps these frames for the
-result. The loop, reach check, restarts, poles and final frames are the shared loop's, as for FABRIK.
+result. The loop, reach check, poles and final frames are the shared loop's, and the global stage under limits
+(``search.refine``) the same, as for FABRIK.
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ each chain with ``mathutils`` (Blender's C vector module, float32 inside, ~0.05 
 build the result arrays once at the end. They take the same :class:`~solvers.types.ChainProblem`, return
 the same :class:`~solvers.types.SolveResult` with the same status codes, and follow the batched
 solvers step for step (``docs/solver-design.md``): roll modes, poles, the natural bend, joint limits
-(the exact cone clamp and twist clamp, :mod:`solvers.scalar._cone`), the polish, stall detection,
-restarts under limits and uniform iterations. Float32 sets their floor: tolerances below about 1e-6 of
-the chain's size are not reached reliably.
+(the exact cone clamp and twist clamp, :mod:`solvers.scalar._cone`), the polish, stall detection and
+uniform iterations; under limits the chains that stop short go through the batched solvers' own global
+stage (:func:`solvers.search.refine`, numpy), so both paths reach alike. Float32 sets their floor:
+tolerances below about 1e-6 of the chain's size are not reached reliably.
 
 This package imports ``mathutils``, which the ``bpy`` wheel provides only after ``import bpy`` (Blender
 always has it). ``solvers`` itself never imports it: import ``solvers.scalar`` explicitly, where
