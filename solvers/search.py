@@ -32,9 +32,18 @@ from typing import Final
 
 import numpy as np
 
-from .frames import ChainBatch, LimitTable, frame_positions
+from .frames import STRAIGHT, ChainBatch, LimitTable, chain_bend, frame_positions
 from .limits import apply_joint_limits
-from .rotations import cross, matmul, norms, orthonormalize, rotvec_matrix
+from .rotations import (
+    cross,
+    matmul,
+    minimal_rotation,
+    normalize,
+    norms,
+    orthonormalize,
+    perpendicular_part,
+    rotvec_matrix,
+)
 from .types import CONVERGED, F64, I64, ZERO_LENGTH, Bools, ChainProblem, SolveResult
 
 SEARCH_ITERATIONS: Final = 40
@@ -244,7 +253,37 @@ def search(
     improved = norms(positions[:, -1] - batch.targets) < before
     found[~improved] = frames[~improved]
     positions[~improved] = frame_positions(batch.take(~improved), frames[~improved])
+    if batch.hinted is not None:
+        _toward_hint(batch, found, positions, batch.hinted & improved, tolerance)
     return found, positions, improved
+
+
+def _toward_hint(batch: ChainBatch, frames: F64, positions: F64, rows: Bools, tolerance: float) -> None:
+    """Turn the found poses of ``rows`` rigidly about the root-to-target line so that they bend toward
+    their hint (the pole's side, or the natural bend), in place, where the root bone's limits allow it
+    without losing the target: the search ignores the bend plane, and a pole names one.
+
+    Only the root bone's local rotation changes (the bones below turn with it), so this is the same
+    freedom Blender's IK uses when it rolls the root bone of a hinged limb into the pole's plane.
+    """
+    if not rows.any():
+        return
+    sub = batch.take(rows)
+    p = positions[rows]
+    axis = normalize(sub.targets - sub.root)
+    bend = chain_bend(p, sub.root, axis)
+    has_bend = norms(bend) > STRAIGHT * sub.total_length
+    current = normalize(bend, sub.hints)
+    want = normalize(perpendicular_part(sub.hints, axis), current)
+    turn = minimal_rotation(current, want, fallback_axis=axis)
+    local = local_rotations(sub, matmul(turn[:, None], frames[rows]))
+    new_frames, _ = chain_frames(sub, project(_orthonormal(local), sub.limits))
+    new_positions = frame_positions(sub, new_frames)
+    before = norms(p[:, -1] - sub.targets)
+    after = norms(new_positions[:, -1] - sub.targets)
+    keep = has_bend & (after <= np.maximum(before, tolerance))
+    index = np.flatnonzero(rows)[keep]
+    frames[index], positions[index] = new_frames[keep], new_positions[keep]
 
 
 def refine(problem: ChainProblem, result: SolveResult) -> SolveResult:
@@ -273,7 +312,8 @@ def refine(problem: ChainProblem, result: SolveResult) -> SolveResult:
         return result
     index = np.flatnonzero(rows)
     batch = ChainBatch.from_problem(problem).take(index)
-    found, positions, improved = search(batch, result.frames[index], tol)
+    # Half the tolerance: a margin for the float32 pose Blender stores (the LM steps converge fast there).
+    found, positions, improved = search(batch, result.frames[index], 0.5 * tol)
     if not improved.any():
         return result
     use = index[improved]
