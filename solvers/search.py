@@ -2,9 +2,10 @@
 
 FABRIK and CCD are local methods, and hinges, half-cones and narrow cones leave many local minima: a
 chain stalls against a limit although another pose inside the limits puts its tip on the target. The
-chains that are still short after the solver come here (they replace the two restarts of the local solver
-from the rest pose and from a straight line that were here before: those reached 88-90 % of the harsh suite
-at up to three times the iterations; this stage reaches 99.5-100 % and costs less).
+chains that are still short after the solver come here. (This stage replaced two restarts of the local
+solver, from the rest pose and from a straight line: those reached 88-90 % of the harsh suite of
+tests/unit/test_solver_limits.py at up to three times the iterations; this stage reaches 99.5-100 % there
+and costs less.)
 
 The search works on each bone's **local rotation** ``L_i = ref_i^T F_i`` (its frame relative to its
 reference frame, where the limits live), so the limit set is a product of one set per joint and the
@@ -21,9 +22,10 @@ Every chain solver (FABRIK, CCD, two-bone; batched and scalar alike) hands its r
 which sends the chains that missed a target their lengths can reach here, so the live (scalar) and the
 batched paths share this stage exactly.
 
-The search starts from the best pose the solver found and, for chains still short, from a fixed set of
-pseudo-random poses inside the limits (a fixed seed: the same problem gives the same answer), all
-batched together; the nearest pose found is kept.
+The search starts from the best pose the solver found and from a fixed set of pseudo-random poses inside
+the limits (a fixed seed: the same problem gives the same answer), all batched together; a chain stops at
+its first start that reaches, and the nearest pose found is kept. A chain with a pole (or the natural
+bend) then has its pose turned into the hint's half-plane where the root bone's limits allow it.
 """
 
 from __future__ import annotations
@@ -238,8 +240,23 @@ def search(
     poses inside the limits, all in one batch (small batches cost numpy's per-call overhead, whatever
     their size); a chain stops as soon as one of its starts reaches the target.
 
-    Returns the frames of the nearest pose found per chain (never farther from the target than
-    ``frames``), their joint positions, and which chains improved.
+    Parameters
+    ----------
+    batch
+        The chains (with limits).
+    frames
+        ``(A, N, 3, 3)`` the frames of each chain's best pose so far.
+    tolerance
+        Distance to the target at which a chain stops.
+    starts, iterations
+        Pseudo-random starts per chain (besides its own pose) and Levenberg-Marquardt iterations per start.
+
+    Returns
+    -------
+    frames, positions, improved
+        The frames ``(A, N, 3, 3)`` of the nearest pose found per chain (never farther from the target
+        than ``frames``: those chains keep ``frames``), their joint positions ``(A, N+1, 3)``, and which
+        chains improved ``(A,)``.
     """
     a, n = frames.shape[:2]
     rows = np.repeat(np.arange(a), starts + 1)
@@ -287,11 +304,22 @@ def _toward_hint(batch: ChainBatch, frames: F64, positions: F64, rows: Bools, to
 
 
 def refine(problem: ChainProblem, result: SolveResult) -> SolveResult:
-    """``result`` with the global stage applied to the chains of ``problem`` that have joint limits and
-    missed a target their lengths can reach (not too far, not nearer than the chain folds, not on the
-    root). Without limits, or when every chain reached, ``result`` itself comes back (no cost).
+    """Apply the global stage to the chains of ``problem`` that have joint limits and missed a target
+    their lengths can reach (not too far, not nearer than the chain folds, not on the root).
 
-    The chains it reaches become ``CONVERGED``; the others keep their status and take the nearer pose.
+    Parameters
+    ----------
+    problem
+        The problem the solver solved (soft chains: the eased one).
+    result
+        The solver's result.
+
+    Returns
+    -------
+    SolveResult
+        ``result`` itself without limits or when every chain reached (no cost); otherwise a copy where
+        the chains the stage brought nearer take its pose, those it reached becoming ``CONVERGED`` (the
+        others keep their status).
     """
     if result.reached.all():
         return result
