@@ -53,3 +53,23 @@ def test_two_bone_finds_the_pose_the_limits_allow(start: str) -> None:
     rate = _reach(solve_two_bone, start, (2, 2, 2, 2), 2900)
     print(f"two-bone from {start}: {rate:.1%}")
     assert rate >= GOAL, f"two-bone from {start} reached {rate:.1%} of limit-reachable targets"
+
+
+def test_the_global_stage_is_deterministic_and_never_worse() -> None:
+    """The same problem gives the same answer (fixed seed), and the stage never moves a chain farther from
+    its target than the solver left it (here: two-bone's clamped analytic poses)."""
+    from solver_fixtures import same_result
+
+    from solvers.search import refine
+    from solvers.two_bone import _solve_two_bone
+
+    problem = harsh_problem(31, 200, 2, "pose", tolerance=1e-3)
+    clamped = _solve_two_bone(problem)
+    refined = refine(problem, clamped)
+    assert (refined.residual <= clamped.residual + 1e-12).all(), "the stage made a chain worse"
+    assert refined.reached.mean() > clamped.reached.mean() + 0.3, "the stage reached what clamping missed"
+    again = refine(problem, _solve_two_bone(problem))
+    assert same_result(refined, again), "the same problem gave another answer"
+    for solver in (solve_fabrik, solve_ccd):
+        harsh = harsh_problem(32, 60, 5, "rest", tolerance=1e-3)
+        assert same_result(solver(harsh), solver(harsh))
