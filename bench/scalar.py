@@ -10,6 +10,11 @@ moderate random cones and twist ranges, targets and warm starts inside them). Pr
 timing; each time is the best of a few calls. The crossover is the K from which the batched solver is
 faster per chain (interpolated in log K between the measured sizes). Then a 50-bone chain (bones 0.1
 long) tracking a moving target, warm-started from the previous result, to 1e-4: ms per call.
+
+``--harsh [REV]``: the scalar solvers on harsh limits (``solver_fixtures.harsh_problem``: 3-6 bones, a
+ball-like first joint then hinges, half-cones and narrow cones), one chain per call as live posing calls
+them, before (git revision REV, default the commit before the global stage) vs after in one run: reach,
+and ms per call (median, mean, 95th percentile).
 """
 
 from __future__ import annotations
@@ -180,10 +185,62 @@ def long_chain(rounds: int) -> None:
         )
 
 
+HARSH_BEFORE = "19a84e9"  # the last commit before the global stage under limits (solvers/search.py)
+
+
+def harsh(rev: str, per_size: int) -> None:
+    """Reach and ms per call of the scalar solvers on harsh limits, one chain per call, before vs after."""
+    import importlib
+    import importlib.util
+
+    from solver_fixtures import harsh_problem
+
+    import solvers
+
+    # bench/solvers.py's helpers (its file name is the package's, so it is loaded by path).
+    spec = importlib.util.spec_from_file_location("bench_solvers", ROOT / "bench" / "solvers.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    before = bench.load_solvers(rev)
+    packages = [
+        (before, importlib.import_module(f"{before.__name__}.scalar")),
+        (solvers, importlib.import_module("solvers.scalar")),
+    ]
+    print(f"HARSH LIMITS, scalar solvers, one chain per call: before ({rev}) vs after, same run (under load)")
+    for label, name, sizes in (
+        ("FABRIK", "solve_fabrik_scalar", (3, 4, 5, 6)),
+        ("CCD", "solve_ccd_scalar", (3, 4, 5, 6)),
+        ("two-bone", "solve_two_bone_scalar", (2, 2, 2, 2)),
+    ):
+        for start in ("rest", "pose"):
+            out = []
+            for pkg, scalar in packages:
+                calls, hits = [], 0
+                for j, n in enumerate(sizes):
+                    for row in range(per_size):
+                        problem = bench.in_package(pkg, harsh_problem(7000 + 1000 * j + 10 * n + row, 1, n, start))
+                        t0 = time.perf_counter()
+                        result = getattr(scalar, name)(problem)
+                        calls.append(time.perf_counter() - t0)
+                        hits += int(result.reached[0])
+                ms = 1e3 * np.array(calls)
+                out.append((100.0 * hits / len(calls), np.median(ms), ms.mean(), np.percentile(ms, 95)))
+            (b, a) = out
+            print(
+                f"  {label} from {start}: reached {b[0]:.1f} -> {a[0]:.1f} %; ms per call median {b[1]:.2f} -> "
+                f"{a[1]:.2f}, mean {b[2]:.2f} -> {a[2]:.2f}, p95 {b[3]:.2f} -> {a[3]:.2f}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    parser.add_argument("--harsh", nargs="?", const=HARSH_BEFORE, help="only harsh limits, before REV vs after")
     args = parser.parse_args()
+    if args.harsh:
+        harsh(args.harsh, 10 if args.quick else 40)
+        return
     chain_table(3 if args.quick else 7)
     long_chain(10 if args.quick else 30)
 

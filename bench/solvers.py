@@ -62,9 +62,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
 
 from solver_fixtures import (  # noqa: E402
+    HARSH_STARTS,
     Rig,
     TreeRig,
     comfortable,
+    harsh_problem,
     make_rig,
     make_tree,
     quaternion_pose,
@@ -555,6 +557,71 @@ def compare(before: ModuleType, after: ModuleType, quick: bool) -> None:
         print(f"  {label + (f' [{unit}]' if unit else ''):58s} {b:10.3g} {a:10.3g} {ratio_text}")
 
 
+def in_package(pkg: ModuleType, problem: ChainProblem) -> Any:
+    """``problem`` rebuilt with package ``pkg``'s ChainProblem and JointLimits."""
+    lim = problem.limits
+    assert lim is not None
+    return pkg.ChainProblem(
+        positions=problem.positions,
+        frames=problem.frames,
+        offsets=problem.offsets,
+        ref_local=problem.ref_local,
+        base=problem.base,
+        targets=problem.targets,
+        limits=pkg.JointLimits(cone=lim.cone, use_cone=lim.use_cone, twist=lim.twist, use_twist=lim.use_twist),
+        tolerance=problem.tolerance,
+        max_iterations=problem.max_iterations,
+    )
+
+
+def harsh(before: ModuleType, after: ModuleType, quick: bool) -> None:
+    """Reach under harsh limits (issue 28), before vs after in one run.
+
+    Random chains of 3-6 bones (two-bone: 2) with a ball-like first joint, then hinges, half-cones and narrow
+    cones, twist locked (``solver_fixtures.harsh_limits``); each target the tip of a random pose inside the
+    limits; starting from rest and from another random pose inside the limits; tolerance 1e-3, cap 30. The
+    rate is the fraction of targets reached; the time per solve is measured batched (all chains of one
+    length in one call, total over chains) and in single calls (K=1, as a live update of one chain: mean and
+    95th percentile, which is what the chains that need the global stage cost).
+    """
+    k = 60 if quick else 150
+    singles = 30 if quick else 60
+    solvers = [("FABRIK", "solve_fabrik", (3, 4, 5, 6)), ("CCD", "solve_ccd", (3, 4, 5, 6))]
+    solvers.append(("two-bone", "solve_two_bone", (2,)))
+    print(f"\nHARSH LIMITS: {k} chains per length, before ({before.__name__}) vs after, same run (measured under load)")
+    print(f"  {'':20s} {'reached':>17} {'ms/solve batched':>19} {'ms/call K=1 mean':>19} {'K=1 p95':>15}")
+    for label, name, sizes in solvers:
+        for start in HARSH_STARTS:
+            problems = [harsh_problem(4200 + 10 * j + n, k, n, start, tolerance=1e-3) for j, n in enumerate(sizes)]
+            rate, batched, mean, p95 = [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]
+            for i, pkg in interleaved([before, after], 1):
+                solve = getattr(pkg, name)
+                hit = total = 0
+                elapsed = 0.0
+                calls = []
+                for problem in problems:
+                    mine = in_package(pkg, problem)
+                    t0 = time.perf_counter()
+                    res = solve(mine)
+                    elapsed += time.perf_counter() - t0
+                    hit += int(res.reached.sum())
+                    total += problem.n_chains
+                    for row in range(singles // len(problems) + 1):
+                        one = in_package(pkg, harsh_problem(4300 + 10 * row + len(calls), 1, problem.n_bones, start))
+                        t0 = time.perf_counter()
+                        solve(one)
+                        calls.append(time.perf_counter() - t0)
+                rate[i] = 100.0 * hit / total
+                batched[i] = 1e3 * elapsed / total
+                mean[i] = 1e3 * float(np.mean(calls))
+                p95[i] = 1e3 * float(np.percentile(calls, 95))
+            print(
+                f"  {label + ' from ' + start:20s} {rate[0]:6.1f}% -> {rate[1]:5.1f}%"
+                f" {batched[0]:7.2f} -> {batched[1]:6.2f} {mean[0]:8.2f} -> {mean[1]:6.2f}"
+                f" {p95[0]:6.2f} -> {p95[1]:5.2f}"
+            )
+
+
 def knee_pop() -> None:
     """The knee pop: largest over median per-step change of the knee angle as the target crosses full extension.
 
@@ -630,9 +697,15 @@ def main() -> None:
     )
     parser.add_argument("--compare-only", action="store_true", help="only the before/after table")
     parser.add_argument("--knee-pop", action="store_true", help="only the knee pop (soft IK vs Blender's IK)")
+    parser.add_argument("--harsh", action="store_true", help="only the harsh-limits reach, before vs after")
     args = parser.parse_args()
     if args.knee_pop:
         knee_pop()
+        return
+    if args.harsh:
+        import solvers
+
+        harsh(load_solvers(args.before), solvers, args.quick)
         return
     repeats = 2 if args.quick else 3
     ks = [1, 10, 100, 1000]
@@ -642,7 +715,9 @@ def main() -> None:
     if args.before != "none":
         import solvers
 
-        compare(load_solvers(args.before), solvers, args.quick)
+        before = load_solvers(args.before)
+        compare(before, solvers, args.quick)
+        harsh(before, solvers, args.quick)
     if args.compare_only:
         return
 

@@ -6,7 +6,8 @@ step (damping, against flips on long chains). With limits, each joint's new fram
 (:func:`~solvers.frames.aim_frames`) and clamped right away by :func:`~solvers.frames.limit_frames` (the
 same calls the forward sweep makes), and the bones below turn with the clamped frame, so their own frames
 relative to their parents, hence their limits, are unchanged; the loop then keeps these frames for the
-result. The loop, reach check, restarts, poles and final frames are the shared loop's, as for FABRIK.
+result. The loop, reach check, poles and final frames are the shared loop's, and the global stage under limits
+(``search.refine``) the same, as for FABRIK.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from .frames import ChainBatch, aim_frames, frame_positions, limit_frames
 from .loop import Step, solve_chains
 from .rotations import NEAR_OPPOSITE, TINY, dots, matmul, matvec, norms, orthonormalize, rotation_between
+from .search import refine
 from .soft import solve_soft
 from .types import F64, ChainProblem, SolveResult
 
@@ -164,4 +166,7 @@ def solve_ccd(problem: ChainProblem, max_angle: float | None = None) -> SolveRes
         raise ValueError(f"max_angle must be a finite angle > 0 in radians, or None; got {max_angle}")
     limited = problem.limits is not None and bool(np.any(problem.limits.use_cone) or np.any(problem.limits.use_twist))
     step = make_ccd_step(max_angle)
-    return solve_soft(problem, lambda p: solve_chains(p, step, track_frames=limited, polished=max_angle is None))
+    if max_angle is not None:
+        # The cap is there to stop large joint turns: no polish, and no global stage.
+        return solve_soft(problem, lambda p: solve_chains(p, step, track_frames=limited, polished=False))
+    return solve_soft(problem, lambda p: refine(p, solve_chains(p, step, track_frames=limited)))

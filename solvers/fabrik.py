@@ -14,6 +14,7 @@ import numpy as np
 from .frames import ChainBatch, forward_sweep
 from .loop import solve_chains
 from .rotations import TINY, normalize, norms
+from .search import refine
 from .soft import solve_soft
 from .types import F64, ChainProblem, SolveResult
 
@@ -150,4 +151,4 @@ def solve_fabrik(problem: ChainProblem) -> SolveResult:
 def _solve_fabrik(problem: ChainProblem) -> SolveResult:
     limited = problem.limits is not None and bool(np.any(problem.limits.use_cone) or np.any(problem.limits.use_twist))
     step = fabrik_step_limited if limited else fabrik_step
-    return solve_chains(problem, step, track_frames=limited)
+    return refine(problem, solve_chains(problem, step, track_frames=limited))

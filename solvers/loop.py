@@ -29,7 +29,6 @@ from .frames import (
     frame_positions,
     off_line,
     prebend,
-    rest_pose,
     rotate_bend,
     straight_toward,
 )
@@ -365,79 +364,6 @@ def iterate(
     return LoopOutcome(best_positions, best_frames, iterations, status)
 
 
-def restart_from_rest(
-    batch: ChainBatch,
-    chord: F64,
-    outcome: LoopOutcome,
-    step: Step,
-    tolerance: float,
-    max_iterations: int,
-    track_frames: bool,
-    polished: bool,
-    uniform: bool = False,
-) -> LoopOutcome:
-    """With joint limits, solve the chains that stopped short again from two other starts; keep the best.
-
-    FABRIK and CCD are local methods, and limits add local minima: a warm start bent the wrong way can
-    stall against a cone while the target is reachable inside the limits. The chains that did not
-    converge start again from the rest pose (inside every limit that allows it: zero swing and twist),
-    and those still short from the chain laid straight toward the target (pre-bent toward its hint);
-    both go through the limited forward sweep first, so they are limit-projected starts independent of
-    the warm start. Each restart has the full iteration budget; the best pose of all is kept. Without
-    limits the chains do not need it (and the solve stays a continuous function of the target).
-    Measured on the limit suites of ``tests/unit/test_solver_limits.py``: FABRIK's worst group went from
-    78 % to 88 % of the targets, CCD's (with the kept frames) from 83 % to 89.5 %.
-    """
-    if batch.limits is None:
-        return outcome
-    outcome = _restart(batch, chord, outcome, step, tolerance, max_iterations, track_frames, polished, False, uniform)
-    return _restart(batch, chord, outcome, step, tolerance, max_iterations, track_frames, polished, True, uniform)
-
-
-def _restart(
-    batch: ChainBatch,
-    chord: F64,
-    outcome: LoopOutcome,
-    step: Step,
-    tolerance: float,
-    max_iterations: int,
-    track_frames: bool,
-    polished: bool,
-    toward: bool,
-    uniform: bool,
-) -> LoopOutcome:
-    """One restart of :func:`restart_from_rest`: from the rest pose, or (``toward``) straight at the target."""
-    short = outcome.status != CONVERGED
-    if not short.any():
-        return outcome
-    rows = np.flatnonzero(short)
-    sub = batch.take(rows)
-    if toward:
-        sub.positions[:] = straight_toward(sub.root, sub.targets, sub.lengths, sub.keep_directions[:, 0])
-    else:
-        sub.positions[:] = rest_pose(sub)[0]
-    warm_start(sub, chord[rows])
-    swept, swept_frames = forward_sweep(sub, sub.positions)
-    sub.positions[:] = swept
-    if track_frames:
-        sub = replace(sub, frames=swept_frames)
-    again = iterate(sub, step, tolerance, max_iterations, track_frames, polished, uniform)
-    before = norms(outcome.positions[rows, -1] - sub.targets)
-    after = norms(again.positions[:, -1] - sub.targets)
-    better = after < before
-    positions = outcome.positions.copy()
-    frames = None if outcome.frames is None else outcome.frames.copy()
-    status = outcome.status.copy()
-    iterations = outcome.iterations.copy()
-    iterations[rows] += again.iterations
-    use = rows[better]
-    positions[use] = again.positions[better]
-    if frames is not None and again.frames is not None:
-        frames[use] = again.frames[better]
-    status[use] = again.status[better]
-    return LoopOutcome(positions, frames, iterations, status)
-
-
 def warm_start(batch: ChainBatch, chord: F64) -> None:
     """Prepare the warm start in place: bend toward the hint (pole / natural roll), pre-bend straight chains.
 
@@ -509,7 +435,6 @@ def solve_chains(problem: ChainProblem, step: Step, track_frames: bool, polished
             sub = replace(sub, frames=swept_frames)
         its, uniform = problem.max_iterations, problem.uniform_iterations
         outcome = iterate(sub, step, tol, its, track_frames, polished, uniform)
-        outcome = restart_from_rest(sub, chord, outcome, step, tol, its, track_frames, polished, uniform)
         best = outcome.positions
         # The loop may drift the bend plane (FABRIK keeps it only for planar chains); turn it back about
         # the root-to-tip line, which leaves the end effector where it is.

@@ -13,7 +13,7 @@ from typing import Final, cast
 
 import numpy as np
 
-from .types import F64
+from .arrays import F64
 
 # Below this norm a vector has no usable direction. The inputs are lengths in scene units (metres at
 # most ~1e3), so 1e-300 would be too small: squaring underflows. 1e-150 squared is still a normal float.

@@ -14,6 +14,7 @@ import numpy as np
 
 from .frames import STRAIGHT, ChainBatch, fallback_bends, forward_sweep
 from .rotations import normalize, norms, perpendicular_part
+from .search import refine
 from .soft import solve_soft
 from .types import CONVERGED, UNREACHABLE, ZERO_LENGTH, ChainProblem, SolveResult
 
@@ -40,7 +41,7 @@ def solve_two_bone(problem: ChainProblem) -> SolveResult:
     """
     if problem.n_bones != 2:
         raise ValueError(f"two-bone IK needs chains of 2 bones; got {problem.n_bones} (use FABRIK or CCD)")
-    return solve_soft(problem, _solve_two_bone)
+    return solve_soft(problem, lambda p: refine(p, _solve_two_bone(p)))
 
 
 def _solve_two_bone(problem: ChainProblem) -> SolveResult:

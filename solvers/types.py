@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import InitVar, dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import numpy as np
-import numpy.typing as npt
 
-if TYPE_CHECKING:
-    from .limits import JointLimits
-
-F64 = npt.NDArray[np.float64]
-"""Array of float64, the only float type used inside the solvers."""
-I64 = npt.NDArray[np.int64]
-Bools = npt.NDArray[np.bool_]
-I8 = npt.NDArray[np.int8]
+# Re-exported: the solver modules import the aliases from here.
+from .arrays import F64 as F64
+from .arrays import I8 as I8
+from .arrays import I64 as I64
+from .arrays import Bools as Bools
+from .limits import JointLimits
 
 CONVERGED: Final = 0
 """The end effector is within ``tolerance`` of its target."""

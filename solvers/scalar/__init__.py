@@ -6,9 +6,10 @@ each chain with ``mathutils`` (Blender's C vector module, float32 inside, ~0.05 
 build the result arrays once at the end. They take the same :class:`~solvers.types.ChainProblem`, return
 the same :class:`~solvers.types.SolveResult` with the same status codes, and follow the batched
 solvers step for step (``docs/solver-design.md``): roll modes, poles, the natural bend, joint limits
-(the exact cone clamp and twist clamp, :mod:`solvers.scalar._cone`), the polish, stall detection,
-restarts under limits and uniform iterations. Float32 sets their floor: tolerances below about 1e-6 of
-the chain's size are not reached reliably.
+(the exact cone clamp and twist clamp, :mod:`solvers.scalar._cone`), the polish, stall detection and
+uniform iterations; under limits the chains that stop short go through the batched solvers' own global
+stage (:func:`solvers.search.refine`, numpy), so both paths reach alike. Float32 sets their floor:
+tolerances below about 1e-6 of the chain's size are not reached reliably.
 
 This package imports ``mathutils``, which the ``bpy`` wheel provides only after ``import bpy`` (Blender
 always has it). ``solvers`` itself never imports it: import ``solvers.scalar`` explicitly, where
@@ -30,6 +31,7 @@ import numpy as np
 
 from ..limits import JointLimits
 from ..rotations import matvec, norms, quaternion_to_matrix
+from ..search import refine
 from ..soft import solve_soft
 from ..types import CONVERGED, F64, STALLED, UNREACHABLE, ZERO_LENGTH, ChainProblem, SolveResult
 from . import _cone
@@ -262,7 +264,7 @@ def solve_two_bone_scalar(problem: ChainProblem) -> SolveResult:
         raise ValueError(f"two-bone IK needs chains of 2 bones; got {problem.n_bones} (use FABRIK or CCD)")
     if problem.n_chains == 0:
         return _empty(problem)
-    return solve_soft(problem, _solve_two_bone)
+    return solve_soft(problem, lambda p: refine(p, _solve_two_bone(p)))
 
 
 def _solve_two_bone(problem: ChainProblem) -> SolveResult:
@@ -335,7 +337,9 @@ def _solve(problem: ChainProblem, step: Step, limited: bool, polished: bool) -> 
         max_iterations=problem.max_iterations,
         uniform=problem.uniform_iterations,
     )
-    return _result(problem, outcomes, analytic=False)
+    result = _result(problem, outcomes, analytic=False)
+    # The global stage under limits is numpy's, shared with the batched solvers (so both reach alike).
+    return refine(problem, result) if polished else result
 
 
 __all__ = [

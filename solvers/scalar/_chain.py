@@ -720,30 +720,6 @@ def _start(c: Chain, positions: Positions, chord: Vector, track: bool) -> Run:
     return Run(c, p, frames)
 
 
-def _restart(
-    runs: list[Run], step: Step, max_iterations: int, polished: bool, uniform: bool, track: bool, toward: bool
-) -> None:
-    """Solve the runs that stopped short again from the rest pose, or (``toward``) from the chain laid
-    straight toward the target, and keep whichever ends nearer (``loop._restart``)."""
-    short = [run for run in runs if run.status != CONVERGED]
-    if not short:
-        return
-    again = []
-    for run in short:
-        c = run.chain
-        start = straight_toward(c) if toward else rest_pose(c)[0]
-        p, frames = sweep(c, warm_start(c, start, c.chord()))
-        again.append(Run(c, p, frames if track else None))
-    iterate(again, step, max_iterations, polished, uniform, track)
-    for run, new in zip(short, again, strict=True):
-        target = run.chain.target
-        run.iterations += new.iterations
-        if (new.best_positions[-1] - target).length < (run.best_positions[-1] - target).length:
-            run.best_positions = new.best_positions
-            run.best_frames = new.best_frames
-            run.status = new.status
-
-
 Outcome = tuple[Frames | None, int, int]
 """A solved chain: its frames (None: the problem's pose, for a target on the root), iterations, status."""
 
@@ -759,8 +735,8 @@ def solve_chains(
     max_iterations: int,
     uniform: bool,
 ) -> list[Outcome]:
-    """Every chain solved with ``step`` (``loop.solve_chains``): reach check, warm start, loop, restarts
-    under limits, the pole's bend plane restored, final frames from the sweep (or the step's own when they
+    """Every chain solved with ``step`` (``loop.solve_chains``): reach check, warm start, loop, the pole's
+    bend plane restored, final frames from the sweep (or the step's own when they
     reach nearer), and a target nearer than the chain can fold reported unreachable."""
     from ..types import UNREACHABLE, ZERO_LENGTH
 
@@ -778,9 +754,6 @@ def solve_chains(
             runs.append(_start(c, [Vector(p) for p in positions[k]], c.chord(), track))
     if runs:
         iterate(runs, step, max_iterations, polished, uniform, track)
-        if limited:
-            for toward in (False, True):
-                _restart(runs, step, max_iterations, polished, uniform, track, toward)
     solved = iter(runs)
     for k, c in enumerate(chains):
         if outcomes[k] is not None:

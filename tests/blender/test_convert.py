@@ -182,6 +182,49 @@ def test_limits_and_locks_become_cones_and_twist() -> None:
         _compare(ref, obj, ["upper", "fore"], np.array(loc))
 
 
+@pytest.mark.parametrize("pole", [False, True])
+@pytest.mark.parametrize("lock", ["x", "z"])
+@pytest.mark.parametrize("limb", ["arm", "leg"])
+def test_converted_hinges_reach_where_blender_reaches(limb: str, lock: str, pole: bool) -> None:
+    """An elbow or knee locked to one axis (IK Lock Y and X or Z: a tight hinge) reaches every target; where
+    Blender's constraint reaches, the tip is where Blender's is, and with a pole so is the elbow (the root
+    bone rolls the hinge into the pole's plane, as Blender does). Before the global stage of
+    solvers/search.py the converted chain clamped its two-bone answer and stopped 0.03-0.68 short."""
+    bones, names = (ARM, ["upper", "fore"]) if limb == "arm" else (LEG, ["thigh", "shin"])
+    ref, obj = _pair(bones)
+    target = rigs.empty("target", (0.7, 0.1, 0.8) if limb == "arm" else (0.1, -0.2, 0.2))
+    pole_ob = rigs.empty("pole", (0.4, 0.6, 1.3) if limb == "arm" else (0.3, -0.8, 0.5)) if pole else None
+    for rig in (ref, obj):
+        _ik(rig, names[1], target, pole=pole_ob)
+        hinge = rig.pose.bones[names[1]]
+        hinge.lock_ik_y = True
+        setattr(hinge, f"lock_ik_{lock}", True)
+    rigs.update()
+    _convert().convert_constraints(obj)
+    ch = obj.reach_ik.chains[0]
+    lim = obj.pose.bones[names[1]].reach_ik
+    sides = (lim.cone_left, lim.cone_right) if lock == "z" else (lim.cone_up, lim.cone_down)
+    assert lim.use_cone and max(sides) == 0.0, "the locked axis became a hinge"
+    moves = [(0.7, 0.1, 0.8), (0.5, -0.3, 1.2), (0.2, 0.4, 0.6), (0.6, 0.3, 1.3)]
+    if limb == "leg":
+        moves = [(0.1, -0.2, 0.2), (-0.1, -0.4, 0.4), (0.2, 0.1, 0.3), (0.3, 0.2, 0.6)]
+    blender_reached = 0
+    for loc in moves:
+        target.location = loc
+        rigs.update()
+        rigs.update()
+        goal = np.array(loc)
+        theirs, ours = _joints(ref, names), _joints(obj, names)
+        assert np.linalg.norm(ours[-1] - goal) <= TOL, f"{loc}: our tip misses by {np.linalg.norm(ours[-1] - goal):.4g}"
+        assert ch.is_valid and ch.residual <= TOL, ch.message
+        if np.linalg.norm(theirs[-1] - goal) <= TOL:
+            blender_reached += 1
+            assert np.linalg.norm(ours[-1] - theirs[-1]) <= 2 * TOL, "tips where Blender put them"
+            if pole:
+                assert np.linalg.norm(ours[1] - theirs[1]) <= 1e-2, f"{loc}: the elbow/knee is where Blender put it"
+    assert blender_reached or pole, "Blender's constraint reaches these targets without a pole"
+
+
 def test_use_tail_off_makes_the_parent_the_tip() -> None:
     ref, obj = _pair(ARM)
     target = rigs.empty("target", (0.7, 0.1, 0.8))

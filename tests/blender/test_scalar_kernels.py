@@ -32,7 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
 
 from solver_fixtures import (  # noqa: E402
+    HARSH_STARTS,
     forward_kinematics,
+    harsh_problem,
     make_rig,
     random_rotations,
     reachable_targets,
@@ -390,6 +392,27 @@ def test_scalar_reaches_as_often_as_batch(name: str) -> None:
         batch_hits += int(batch.reached.sum())
         scalar_hits += int(scalar.reached.sum())
     assert scalar_hits >= batch_hits - max(1, chains // 100), f"{name}: scalar {scalar_hits}, batch {batch_hits}"
+
+
+@pytest.mark.parametrize("start", HARSH_STARTS)
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_scalar_reaches_under_harsh_limits(name: str, start: str) -> None:
+    """Hinges, half-cones and narrow cones after a ball-like first joint (issue 28): the live kernels reach
+    at least 99 % of the limit-reachable targets, as the batched solvers do (both hand their results to
+    the same global stage, solvers/search.py), and every bone stays inside its limits."""
+    batch_solver, scalar_solver = PAIRS[name]
+    chains = batch_hits = scalar_hits = 0
+    for j, n in enumerate((2, 2) if name == "two_bone" else (3, 4, 5, 6)):
+        problem = harsh_problem(3300 + 10 * j + n, 40, n, start, tolerance=1e-3)
+        batch, scalar = batch_solver(problem), scalar_solver(problem)
+        cone_v, twist_v = limit_violations(problem, scalar.frames)
+        assert cone_v.max() <= LIMIT_VIOLATION and twist_v.max() <= LIMIT_VIOLATION
+        fk = problem.positions[:, 0] + np.einsum("knij,knj->ki", scalar.frames, problem.offsets)
+        scalar_hits += int(np.count_nonzero(np.linalg.norm(fk - problem.targets, axis=-1) <= problem.tolerance))
+        batch_hits += int(batch.reached.sum())
+        chains += problem.n_chains
+    assert scalar_hits >= 0.99 * chains, f"{name} from {start}: scalar reached {scalar_hits} of {chains}"
+    assert batch_hits >= 0.99 * chains, f"{name} from {start}: batch reached {batch_hits} of {chains}"
 
 
 # --------------------------------------------------------------------------------------------------------

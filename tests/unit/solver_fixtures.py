@@ -348,3 +348,72 @@ def wave_pose(n: int, t: float, amplitude: float) -> F64:
         axis=-1,
     )
     return euler_xyz(angles)[None]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Harsh joint limits (issue 28): a ball-like first joint, then hinges, half-cones and narrow cones
+# ---------------------------------------------------------------------------------------------------------
+
+HARSH_STARTS = ("rest", "pose")
+"""Where a harsh problem starts: the rest pose, or another random pose inside the limits."""
+
+
+def harsh_limits(rng: np.random.Generator, k: int, n: int) -> JointLimits:
+    """Limits as a rigger sets them on fingers, insect legs, mechanical arms and converted knees.
+
+    Bone 0 is ball-like (every side 35-85 degrees). Every other bone is, at random, a hinge (swings
+    about X only: left = right = 0, up 30-140 degrees, down 0-30), a half-cone (one side zero, the
+    others 20-85 degrees) or a narrow cone (every side 3-17 degrees). Twist is locked on every bone (as
+    Blender's IK Lock Y), so every roll mode reaches the same poses. Sides: [up, down, left, right].
+    """
+    cone = np.empty((k, n, 4))
+    cone[:, 0] = rng.uniform(0.6, 1.5, size=(k, 4))
+    kind = rng.integers(0, 3, size=(k, n))
+    kind[:, 0] = -1
+    hinge, half, narrow = kind == 0, kind == 1, kind == 2
+    cone[hinge] = np.stack(
+        (rng.uniform(0.5, 2.4, hinge.sum()), rng.uniform(0.0, 0.5, hinge.sum()), *np.zeros((2, hinge.sum()))),
+        axis=-1,
+    )
+    sides = rng.uniform(0.35, 1.5, size=(half.sum(), 4))
+    sides[np.arange(half.sum()), rng.integers(0, 4, half.sum())] = 0.0
+    cone[half] = sides
+    cone[narrow] = rng.uniform(0.05, 0.3, size=(narrow.sum(), 4))
+    return JointLimits(
+        cone=cone,
+        use_cone=np.ones((k, n), dtype=bool),
+        twist=np.zeros((k, n, 2)),
+        use_twist=np.ones((k, n), dtype=bool),
+    )
+
+
+def inside_limits(rng: np.random.Generator, limits: JointLimits, shrink: float = 0.95) -> F64:
+    """Random twist-free local rotations (``ref^T @ frame``) whose swing lies inside the (shrunk) cones:
+    uniform in the ellipse quadrants of the swing plane (+Z is up, +X right)."""
+    shape = limits.use_cone.shape
+    phi = rng.uniform(0, 2 * np.pi, size=shape)
+    r = shrink * np.sqrt(rng.random(shape))
+    c, s = np.cos(phi), np.sin(phi)
+    a = np.where(c >= 0, limits.cone[..., 3], limits.cone[..., 2])
+    b = np.where(s >= 0, limits.cone[..., 0], limits.cone[..., 1])
+    tx, tz = r * a * c, r * b * s
+    angle = np.hypot(tx, tz)
+    # The swing turns +Y toward (tx, 0, tz): about the axis Y x (tx, 0, tz) = (tz, 0, -tx).
+    axis = np.stack((tz, np.zeros_like(tz), -tx), axis=-1)
+    axis = np.where(angle[..., None] > 0, axis / np.maximum(angle, 1e-300)[..., None], [1.0, 0.0, 0.0])
+    return axis_angle_matrix(axis, angle)
+
+
+def harsh_problem(seed: int, k: int, n: int, start: str, **kwargs: Any) -> ChainProblem:
+    """K random chains of N bones under :func:`harsh_limits`; each target is the tip of a random pose
+    inside the limits (so reachable); the chains start from their rest pose (``start='rest'``) or from
+    another random pose inside the limits (``'pose'``)."""
+    rng = np.random.default_rng(seed)
+    rig = make_rig(rng, k, n, connected=True, bend=0.0)
+    limits = harsh_limits(rng, k, n)
+    target_pose, _ = rig.pose(inside_limits(rng, limits))
+    if start == "rest":
+        rig.positions, rig.frames = rig.pose(np.broadcast_to(np.eye(3), (k, n, 3, 3)).copy())
+    else:
+        rig.positions, rig.frames = rig.pose(inside_limits(rng, limits))
+    return rig.problem(target_pose[:, -1].copy(), limits=limits, **kwargs)

@@ -9,8 +9,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("solvers", "core", "rig", "operators", "ui")
 
@@ -101,9 +99,6 @@ def test_no_import_cycle_in_core_rig_operators_ui() -> None:
     assert not cycles, f"import cycles (move the shared piece to the module that owns it): {cycles}"
 
 
-# solvers/{limits,rotations,types} import each other; the helper restructuring solvers/ (issue 28, items 1
-# and 3) removes that circle. Strict: once it is gone this test passes, which fails the run until the mark goes.
-@pytest.mark.xfail(strict=True, reason="solvers/{limits,rotations,types} circle: fixed on the solvers branch")
 def test_no_import_cycle_in_solvers() -> None:
     cycles = _cycles_in(("solvers",))
     assert not cycles, f"import cycles (move the shared piece to the module that owns it): {cycles}"

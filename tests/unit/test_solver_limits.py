@@ -228,24 +228,28 @@ def test_solvers_respect_limits(
         + ", ".join(f"{r:.1%}" for r in reached)
     )
     if name in REACH_FLOOR:
-        # Every target is reachable within the limits, but FABRIK/CCD with limits are local methods and
-        # these limits are harsh (hinges, half-cones, zero and 150 degree sides); the floor records what
-        # they achieve today (see test_reach_with_moderate_limits) and catches regressions.
+        # Every target is reachable within the limits, which are harsh (hinges, half-cones, zero and 150
+        # degree sides): the local solvers with restarts reached 88-90 % (two-bone, clamped: 44-51 %);
+        # the global stage (solvers/search.py) takes what they miss.
         assert min(reached) >= REACH_FLOOR[name], (
             f"{name} reached only {min(reached):.1%} of limit-reachable targets in a group "
             f"(floor {REACH_FLOOR[name]:.0%})"
         )
 
 
-REACH_FLOOR = {"FABRIK": 0.86, "CCD": 0.87}  # measured (seeded): FABRIK 88-99.5 %, CCD 89.5-100 % per group
+# Measured (seeded) per group: FABRIK 99.5-100 %, CCD 99.5-100 %, two-bone 99.0-99.3 % (before the global
+# stage, with restarts from rest and from a straight line instead: FABRIK 88-99.5 %, CCD 89.5-100 %,
+# two-bone 44-51 %).
+REACH_FLOOR = {"FABRIK": 0.99, "CCD": 0.99, "two-bone": 0.985}
 
 
-@pytest.mark.parametrize(("name", "solver", "floor"), [("FABRIK", solve_fabrik, 0.98), ("CCD", solve_ccd, 0.99)])
+@pytest.mark.parametrize(("name", "solver", "floor"), [("FABRIK", solve_fabrik, 0.995), ("CCD", solve_ccd, 0.995)])
 def test_reach_with_moderate_limits(name: str, solver: Any, floor: float) -> None:
     """Moderate cones (17-86 degree sides) and twist +-0.5 rad on every bone, 'REST' roll, targets from
     twist-free poses inside the limits (so inside the family of poses the solver explores).
 
-    Measured (seeded, N=2, 4, 8): FABRIK 99.3, 99.3, 99.7 %; CCD 100, 100, 100 %. Before the fixes in
+    Measured (seeded, N=2, 4, 8): FABRIK and CCD 100, 100, 100 % (with the global stage of
+    solvers/search.py; with restarts in its place FABRIK reached 99.3, 99.3, 99.7 %). Before the fixes in
     solvers/loop.py and solvers/ccd.py (CCD's tracked frames kept, and rolled by the roll mode; restarts
     from the rest pose and from straight toward the target for chains that stall short) FABRIK reached
     93-99 % and CCD 79-89 %: the final sweep rebuilt CCD's frames from positions with the roll mode,
@@ -312,14 +316,14 @@ def test_result_keeps_what_the_loop_reached(solver: Any, monkeypatch: pytest.Mon
     import solvers.loop as loop
 
     seen: list[tuple[Any, Any]] = []
-    restart = loop.restart_from_rest  # the loop's last word: the best pose of the solve and its restart
+    run = loop.iterate  # the loop: the best pose of the solve
 
     def spy(batch: Any, *args: Any, **kwargs: Any) -> Any:
-        outcome = restart(batch, *args, **kwargs)
+        outcome = run(batch, *args, **kwargs)
         seen.append((batch, outcome))
         return outcome
 
-    monkeypatch.setattr(loop, "restart_from_rest", spy)
+    monkeypatch.setattr(loop, "iterate", spy)
     rng = np.random.default_rng(508)
     k, n = 200, 8
     rig = make_rig(rng, k, n, connected=True, bend=0.8)
