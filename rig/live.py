@@ -71,6 +71,22 @@ def suspended(obj: bpy.types.Object) -> Iterator[None]:
         cache.forget(uid)
 
 
+def suspend(obj: bpy.types.Object) -> None:
+    """Keep live solving off `obj` until `resume` (a render plays a temporary bake of it meanwhile)."""
+    _suspended.add(obj.session_uid)
+
+
+def resume(obj: bpy.types.Object) -> None:
+    uid = obj.session_uid
+    _suspended.discard(uid)
+    cache.forget(uid)
+
+
+def scene_rigs(scene: bpy.types.Scene) -> list[bpy.types.Object]:
+    """The scene's armatures with chains (or FK values to give back), rigs that others follow first."""
+    return list(_scene_rigs(scene))
+
+
 def solve_count(obj: bpy.types.Object) -> int:
     """How many times the live handlers have solved `obj` in this session."""
     return cache.stats.get(obj.session_uid, 0)

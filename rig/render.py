@@ -1,0 +1,251 @@
+"""Renders show the live pose of every frame: a temporary bake of the render range, removed afterwards.
+
+Why not the live handlers: while a render runs, Blender evaluates the scene in the render's own depsgraph
+(`render_init`, then per frame `render_pre`, `frame_change_pre`/`_post` with that depsgraph, `render_post`,
+`render_write`; `render_complete` or `render_cancel` at the end; measured on bpy 4.5.4 and the 4.3 binary).
+The original objects, which live solving reads, stay where the viewport's depsgraph last put them, so each
+rendered frame showed the pose solved for the frame the render started on. Solving against the render's
+depsgraph from `frame_change_post` would work (a pose written there reaches that frame: Blender evaluates
+again after the handlers) but it writes data from the render thread on every frame, which Blender says can
+crash the interface unless Render > Lock Interface is on.
+
+So at `render_init` (once, before the first frame is evaluated) every scene rig whose chains solve live is
+baked over the render range with the bake (`rig/bake.py`) into a *copy* of its action, swapped in for the
+render; live solving is suspended for those rigs while the render runs. At `render_complete` or
+`render_cancel` the user's own action (and slot), pose channels, FK store and stretch record go back exactly
+as they were and the copy is deleted. The user's action is never written to.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import bpy
+import numpy as np
+from bpy.app.handlers import persistent
+from numpy.typing import NDArray
+
+from . import armature, bake, cache, fk, live
+from .props import rig_settings
+
+_PROPS = (fk.ROWS_KEY, fk.NAMES_KEY)
+
+
+@dataclass
+class _Rig:
+    """What one rig held before the render, to put back exactly."""
+
+    obj: bpy.types.Object
+    had_animation_data: bool
+    action: bpy.types.Action | None
+    slot_handle: int | None
+    channels: dict[str, NDArray[np.float32]]
+    props: dict[str, Any]  # the FK store's ID properties as they were (absent keys: not stored)
+    stretched: dict[str, float] | None
+    temporary: bpy.types.Action | None = None  # the copy (or new action) rendered from, deleted afterwards
+    result: bake.BakeResult | None = None
+
+
+@dataclass
+class _Render:
+    scene: bpy.types.Scene
+    frames: tuple[int, int]
+    rigs: list[_Rig] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # one message per rig that renders its pose unbaked
+
+
+_active: _Render | None = None
+
+
+def active() -> bool:
+    """Whether a render is being prepared or runs with its temporary bake in place."""
+    return _active is not None
+
+
+def last_frames() -> tuple[int, int] | None:
+    return None if _active is None else _active.frames
+
+
+def render_rigs(scene: bpy.types.Scene) -> list[bpy.types.Object]:
+    """The scene's rigs that live solving poses now (Live on, an enabled chain), leaders first."""
+    out = []
+    for ob in live.scene_rigs(scene):
+        settings = rig_settings(ob)
+        if settings.live and any(ch.enabled for ch in settings.chains) and ob.mode != "EDIT":
+            out.append(ob)
+    return out
+
+
+def _save(obj: bpy.types.Object) -> _Rig:
+    ad = obj.animation_data
+    props: dict[str, Any] = {}
+    for key in _PROPS:
+        value = obj.get(key)
+        if value is None:
+            continue
+        arr = fk.array_of(value)
+        props[key] = arr.copy() if arr is not None else value
+    stretched = cache.stretched.get(obj.session_uid)
+    return _Rig(
+        obj=obj,
+        had_animation_data=ad is not None,
+        action=ad.action if ad is not None else None,
+        slot_handle=getattr(ad, "action_slot_handle", None) if ad is not None else None,
+        channels=armature.read_channels(obj, armature.ALL_CHANNELS),
+        props=props,
+        stretched=dict(stretched) if stretched is not None else None,
+    )
+
+
+def _use_copy(saved: _Rig) -> None:
+    """Render from a copy of the rig's action (the bake writes into it), never from the user's own."""
+    if saved.action is None:
+        return  # the bake creates an action; `_put_back` deletes it
+    ad = saved.obj.animation_data
+    copy = saved.action.copy()
+    saved.temporary = copy
+    ad.action = copy
+    if saved.slot_handle is not None and ad.action_slot_handle != saved.slot_handle:
+        ad.action_slot_handle = saved.slot_handle  # a copy keeps its slots and their handles
+
+
+def _put_back(saved: _Rig) -> None:
+    """Everything of `saved.obj` as it was before the render; the temporary action deleted."""
+    obj = saved.obj
+    ad = obj.animation_data
+    temporary = saved.temporary
+    if temporary is None and ad is not None and ad.action is not None and ad.action != saved.action:
+        temporary = ad.action  # created by the bake for a rig that had no action
+    if ad is not None:
+        if ad.action != saved.action:
+            ad.action = saved.action
+        if saved.slot_handle is not None and ad.action_slot_handle != saved.slot_handle:
+            ad.action_slot_handle = saved.slot_handle
+    if temporary is not None and temporary != saved.action:
+        bpy.data.actions.remove(temporary)
+    saved.temporary = None
+    if not saved.had_animation_data and obj.animation_data is not None:
+        obj.animation_data_clear()
+    for key in _PROPS:
+        before = saved.props.get(key)
+        if before is None:
+            if obj.get(key) is not None:
+                del obj[key]
+            continue
+        now = fk.array_of(obj.get(key))
+        if isinstance(before, np.ndarray) and now is not None and len(now) == len(before):
+            now[:] = before  # in place: keeps the property's library-overridable flag
+        else:
+            was_overridable = obj.get(key) is not None and obj.is_property_overridable_library(f'["{key}"]')
+            if obj.get(key) is not None:
+                del obj[key]
+            obj[key] = before.tolist() if isinstance(before, np.ndarray) else before
+            if was_overridable:
+                obj.property_overridable_library_set(f'["{key}"]', True)
+    uid = obj.session_uid
+    if saved.stretched is None:
+        cache.stretched.pop(uid, None)
+    else:
+        cache.stretched[uid] = dict(saved.stretched)
+    pbs = obj.pose.bones
+    for attr, values in saved.channels.items():
+        pbs.foreach_set(attr, values.ravel())
+    obj.update_tag()
+
+
+def prepare(scene: bpy.types.Scene) -> _Render:
+    """Bake every live rig of `scene` over the render range into a temporary action; suspend live solving.
+
+    A rig that cannot be baked (an invalid chain, a library action, NLA tweak mode) is left as it is and
+    renders the pose live solving left: the message says so, on the console and in `failed`.
+    """
+    global _active
+    if _active is not None:
+        restore()  # a render that never reported its end: put that one back first
+    now = scene.frame_current
+    frames = (min(scene.frame_start, now), max(scene.frame_end, now))
+    state = _Render(scene, frames)
+    _active = state
+    for obj in render_rigs(scene):
+        ad = obj.animation_data
+        if ad is not None and ad.use_tweak_mode:
+            state.failed.append(f"'{obj.name}': its NLA is in tweak mode; leave tweak mode (or bake) to render it")
+            continue
+        saved = _save(obj)
+        try:
+            _use_copy(saved)
+            opts = bake.BakeOptions(frames[0], frames[1], disable_after=False)
+            saved.result = bake.bake_rig(obj, opts)
+        except Exception as exc:  # a BakeError, or anything Blender raised: this rig renders unbaked
+            _put_back(saved)
+            text = exc if isinstance(exc, bake.BakeError) else traceback.format_exc()
+            state.failed.append(f"'{obj.name}': {text}")
+            continue
+        state.rigs.append(saved)
+        # Rigs that follow this one bake next, stepping frames: this one plays its baked copy meanwhile.
+        live.suspend(obj)
+    for line in state.failed:
+        print(f"Reach IK: rendering without a bake of {line}; it renders the pose shown at frame {now}")
+    return state
+
+
+def restore() -> None:
+    """Put every rig prepared for the render back as it was and resume live solving (idempotent)."""
+    global _active
+    state = _active
+    _active = None
+    if state is None:
+        return
+    for saved in reversed(state.rigs):
+        try:
+            _put_back(saved)
+        except ReferenceError:
+            pass  # the object was deleted while rendering: nothing of it to put back
+        finally:
+            try:
+                live.resume(saved.obj)
+            except ReferenceError:
+                pass
+
+
+@persistent
+def on_render_init(scene: bpy.types.Scene, *_args: object) -> None:
+    try:
+        prepare(scene)
+    except Exception:
+        print(f"Reach IK: preparing the render failed, the render shows the current pose:\n{traceback.format_exc()}")
+        restore()
+
+
+@persistent
+def on_render_end(*_args: object) -> None:
+    restore()
+
+
+@persistent
+def on_load(*_args: object) -> None:
+    # A file is about to be loaded (or an undo step): never leave a temporary action behind.
+    restore()
+
+
+_HANDLERS = (
+    ("render_init", on_render_init),
+    ("render_complete", on_render_end),
+    ("render_cancel", on_render_end),
+    ("load_pre", on_load),
+)
+
+
+def register() -> None:
+    for kind, fn in _HANDLERS:
+        getattr(bpy.app.handlers, kind).append(fn)
+
+
+def unregister() -> None:
+    restore()
+    for kind, fn in reversed(_HANDLERS):
+        handlers = getattr(bpy.app.handlers, kind)
+        while fn in handlers:
+            handlers.remove(fn)
