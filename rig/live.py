@@ -77,9 +77,7 @@ def suspend(obj: bpy.types.Object) -> None:
 
 
 def resume(obj: bpy.types.Object) -> None:
-    uid = obj.session_uid
-    _suspended.discard(uid)
-    cache.forget(uid)
+    _suspended.discard(obj.session_uid)
 
 
 def scene_rigs(scene: bpy.types.Scene) -> list[bpy.types.Object]:

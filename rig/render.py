@@ -43,7 +43,8 @@ class _Rig:
     slot_handle: int | None
     channels: dict[str, NDArray[np.float32]]
     props: dict[str, Any]  # the FK store's ID properties as they were (absent keys: not stored)
-    stretched: dict[str, float] | None
+    cache: tuple[dict[int, Any], bool]  # its live-solving caches: its last solve still holds afterwards
+    status: list[tuple[bool, str, int, float]]  # each chain's status as shown (the bake solves them again)
     temporary: bpy.types.Action | None = None  # the copy (or new action) rendered from, deleted afterwards
     result: bake.BakeResult | None = None
 
@@ -64,8 +65,9 @@ def active() -> bool:
     return _active is not None
 
 
-def last_frames() -> tuple[int, int] | None:
-    return None if _active is None else _active.frames
+def baked() -> list[str]:
+    """The rigs the render in progress plays from a temporary bake."""
+    return [] if _active is None else [r.obj.name for r in _active.rigs if r.result is not None]
 
 
 def render_rigs(scene: bpy.types.Scene) -> list[bpy.types.Object]:
@@ -87,7 +89,6 @@ def _save(obj: bpy.types.Object) -> _Rig:
             continue
         arr = fk.array_of(value)
         props[key] = arr.copy() if arr is not None else value
-    stretched = cache.stretched.get(obj.session_uid)
     return _Rig(
         obj=obj,
         had_animation_data=ad is not None,
@@ -95,7 +96,8 @@ def _save(obj: bpy.types.Object) -> _Rig:
         slot_handle=getattr(ad, "action_slot_handle", None) if ad is not None else None,
         channels=armature.read_channels(obj, armature.ALL_CHANNELS),
         props=props,
-        stretched=dict(stretched) if stretched is not None else None,
+        cache=cache.take(obj.session_uid),
+        status=[(ch.is_valid, ch.message, ch.iterations, ch.residual) for ch in rig_settings(obj).chains],
     )
 
 
@@ -144,11 +146,17 @@ def _put_back(saved: _Rig) -> None:
             obj[key] = before.tolist() if isinstance(before, np.ndarray) else before
             if was_overridable:
                 obj.property_overridable_library_set(f'["{key}"]', True)
-    uid = obj.session_uid
-    if saved.stretched is None:
-        cache.stretched.pop(uid, None)
-    else:
-        cache.stretched[uid] = dict(saved.stretched)
+    cache.put(obj.session_uid, saved.cache)
+    for ch, (valid, message, iterations, residual) in zip(rig_settings(obj).chains, saved.status, strict=False):
+        # Written only when different, as live solving does: no redraw for what did not change.
+        if ch.is_valid != valid:
+            ch.is_valid = valid
+        if ch.message != message:
+            ch.message = message
+        if ch.iterations != iterations:
+            ch.iterations = iterations
+        if ch.residual != residual:
+            ch.residual = residual
     pbs = obj.pose.bones
     for attr, values in saved.channels.items():
         pbs.foreach_set(attr, values.ravel())
@@ -168,12 +176,18 @@ def prepare(scene: bpy.types.Scene) -> _Render:
     frames = (min(scene.frame_start, now), max(scene.frame_end, now))
     state = _Render(scene, frames)
     _active = state
+    # Everything is saved and every rig suspended before the first bake: a bake steps through frames, and a
+    # rig still solving live meanwhile would end on another pose than the one it showed (Start From Current
+    # carries each solve's roll to the next).
     for obj in render_rigs(scene):
         ad = obj.animation_data
         if ad is not None and ad.use_tweak_mode:
             state.failed.append(f"'{obj.name}': its NLA is in tweak mode; leave tweak mode (or bake) to render it")
             continue
-        saved = _save(obj)
+        state.rigs.append(_save(obj))
+        live.suspend(obj)
+    for saved in state.rigs:
+        obj = saved.obj
         try:
             _use_copy(saved)
             opts = bake.BakeOptions(frames[0], frames[1], disable_after=False)
@@ -182,10 +196,10 @@ def prepare(scene: bpy.types.Scene) -> _Render:
             _put_back(saved)
             text = exc if isinstance(exc, bake.BakeError) else traceback.format_exc()
             state.failed.append(f"'{obj.name}': {text}")
-            continue
-        state.rigs.append(saved)
-        # Rigs that follow this one bake next, stepping frames: this one plays its baked copy meanwhile.
-        live.suspend(obj)
+        finally:
+            # The bake resumes live solving of the rig it baked when it ends: keep it off until the render
+            # ends. Rigs that follow this one bake next, stepping frames: this one plays its baked copy.
+            live.suspend(obj)
     for line in state.failed:
         print(f"Reach IK: rendering without a bake of {line}; it renders the pose shown at frame {now}")
     return state
