@@ -265,7 +265,8 @@ def _feature_scene() -> list[bpy.types.Object]:
     for f, w in ((1, 0.7), (5, 1.0)):
         ch.influence = w
         arm.keyframe_insert("reach_ik.chains[0].influence", frame=f)
-    target.animation_data.action.fcurves[0].keyframe_points[1].co.y = 2.0  # beyond reach at frame 4: stretches
+    target.location = (2.0, 0.3, 0.8)
+    target.keyframe_insert("location", frame=4)  # beyond reach at frame 4: the arm stretches
 
     tail = rigs.chain_rig(4, 0.7, name="Tail")
     tail.location = (1.0, 1.0, 0.0)  # the hand stays within its reach: unreached frames may differ (README)
