@@ -9,15 +9,18 @@ depsgraph from `frame_change_post` would work (a pose written there reaches that
 again after the handlers) but it writes data from the render thread on every frame, which Blender says can
 crash the interface unless Render > Lock Interface is on.
 
-So at `render_init` (once, before the first frame is evaluated) every scene rig whose chains solve live is
+So at `render_init` (once, before the render builds its depsgraph) every scene rig whose chains solve live is
 baked over the render range with the bake (`rig/bake.py`) into a *copy* of its action, swapped in for the
 render; live solving is suspended for those rigs while the render runs. At `render_complete` or
 `render_cancel` the user's own action (and slot), pose channels, FK store and stretch record go back exactly
-as they were and the copy is deleted. The user's action is never written to.
+as they were and the copy is deleted. The user's action is never written to. In the GUI, Blender calls
+`render_init` and `render_complete` on the render job's thread: both hand their work to the main thread
+(`on_render_init`), so Reach IK never writes data from the render thread.
 """
 
 from __future__ import annotations
 
+import threading
 import traceback
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +58,7 @@ class _Render:
     frames: tuple[int, int]
     rigs: list[_Rig] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)  # one message per rig that renders its pose unbaked
+    main_thread: bool = True  # where it was prepared (always the main thread: see `on_render_init`)
 
 
 _active: _Render | None = None
@@ -68,6 +72,10 @@ def active() -> bool:
 def baked() -> list[str]:
     """The rigs the render in progress plays from a temporary bake."""
     return [] if _active is None else [r.obj.name for r in _active.rigs if r.result is not None]
+
+
+def prepared_on_main_thread() -> bool | None:
+    return None if _active is None else _active.main_thread
 
 
 def render_rigs(scene: bpy.types.Scene) -> list[bpy.types.Object]:
@@ -174,7 +182,7 @@ def prepare(scene: bpy.types.Scene) -> _Render:
         restore()  # a render that never reported its end: put that one back first
     now = scene.frame_current
     frames = (min(scene.frame_start, now), max(scene.frame_end, now))
-    state = _Render(scene, frames)
+    state = _Render(scene, frames, main_thread=_on_main_thread())
     _active = state
     # Everything is saved and every rig suspended before the first bake: a bake steps through frames, and a
     # rig still solving live meanwhile would end on another pose than the one it showed (Start From Current
@@ -224,8 +232,16 @@ def restore() -> None:
                 pass
 
 
-@persistent
-def on_render_init(scene: bpy.types.Scene, *_args: object) -> None:
+# How long the render thread waits for the main thread to prepare (it normally takes a few milliseconds plus
+# the bake); past that the render goes on without the bake and says so.
+HANDOVER_SECONDS = 120.0
+
+
+def _on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _prepare_or_say(scene: bpy.types.Scene) -> None:
     try:
         prepare(scene)
     except Exception:
@@ -234,8 +250,40 @@ def on_render_init(scene: bpy.types.Scene, *_args: object) -> None:
 
 
 @persistent
+def on_render_init(scene: bpy.types.Scene, *_args: object) -> None:
+    """Prepare on the main thread, always.
+
+    `blender -b -a`, `render.render()` from a script and F12 with a script's EXEC call run the render on the
+    main thread: prepare at once. The GUI's Render / Render Animation run it as a job whose thread calls
+    `render_init` (measured on the 4.3 binary) while the interface may be drawing the same data: the render
+    thread then hands the work to the main thread (a timer) and waits for it, before it builds its own
+    depsgraph, so no data is written from the render thread, Lock Interface or not.
+    """
+    if _on_main_thread():
+        _prepare_or_say(scene)
+        return
+    done = threading.Event()
+    abandoned = threading.Event()
+
+    def on_main() -> None:
+        if not abandoned.is_set():
+            _prepare_or_say(scene)
+        done.set()
+
+    bpy.app.timers.register(on_main, first_interval=0.0)
+    if not done.wait(HANDOVER_SECONDS):
+        abandoned.set()
+        print(f"Reach IK: the interface did not answer within {HANDOVER_SECONDS:.0f} s: rendering without a bake")
+
+
+@persistent
 def on_render_end(*_args: object) -> None:
-    restore()
+    if _on_main_thread():
+        restore()
+    else:
+        # The GUI's render job ends on its own thread: put the data back from the main thread, as soon as it
+        # runs its timers (live solving stays suspended until then, so nothing is solved on the baked copy).
+        bpy.app.timers.register(restore, first_interval=0.0)
 
 
 @persistent
