@@ -1,8 +1,9 @@
 """Renders show the live pose of every frame: a temporary bake of the render range, removed afterwards.
 
 Why not the live handlers: while a render runs, Blender evaluates the scene in the render's own depsgraph
-(`render_init`, then per frame `render_pre`, `frame_change_pre`/`_post` with that depsgraph, `render_post`,
-`render_write`; `render_complete` or `render_cancel` at the end; measured on bpy 4.5.4 and the 4.3 binary).
+(`render_init`, then per frame `render_pre`, `frame_change_pre`, `frame_change_post` given the render's
+depsgraph, `render_post`, `render_write`; `render_complete` or `render_cancel` at the end, also when the render
+fails; measured on bpy 4.5.4 and the 4.3 binary).
 The original objects, which live solving reads, stay where the viewport's depsgraph last put them, so each
 rendered frame showed the pose solved for the frame the render started on. Solving against the render's
 depsgraph from `frame_change_post` would work (a pose written there reaches that frame: Blender evaluates
@@ -49,6 +50,7 @@ class _Rig:
     cache: tuple[dict[int, Any], bool]  # its live-solving caches: its last solve still holds afterwards
     status: list[tuple[bool, str, int, float]]  # each chain's status as shown (the bake solves them again)
     temporary: bpy.types.Action | None = None  # the copy (or new action) rendered from, deleted afterwards
+    name: str | None = None  # the user's action's name while its copy carries it (exports), else None
     result: bake.BakeResult | None = None
 
 
@@ -109,13 +111,25 @@ def _save(obj: bpy.types.Object) -> _Rig:
     )
 
 
-def _use_copy(saved: _Rig) -> None:
-    """Render from a copy of the rig's action (the bake writes into it), never from the user's own."""
+# Appended to the user's action's name while an export's copy carries the name (`prepare(names=True)`).
+_ASIDE = " (Reach IK: exporting)"
+
+
+def _use_copy(saved: _Rig, names: bool) -> None:
+    """Render from a copy of the rig's action (the bake writes into it), never from the user's own.
+
+    `names`: the copy takes the action's name for the time being (the user's action gets a suffix), so an
+    exporter that writes action names writes the user's.
+    """
     if saved.action is None:
         return  # the bake creates an action; `_put_back` deletes it
     ad = saved.obj.animation_data
     copy = saved.action.copy()
     saved.temporary = copy
+    if names:
+        saved.name = saved.action.name
+        saved.action.name = saved.name[: 63 - len(_ASIDE)] + _ASIDE
+        copy.name = saved.name
     ad.action = copy
     if saved.slot_handle is not None and ad.action_slot_handle != saved.slot_handle:
         ad.action_slot_handle = saved.slot_handle  # a copy keeps its slots and their handles
@@ -136,6 +150,9 @@ def _put_back(saved: _Rig) -> None:
     if temporary is not None and temporary != saved.action:
         bpy.data.actions.remove(temporary)
     saved.temporary = None
+    if saved.name is not None and saved.action is not None:
+        saved.action.name = saved.name  # the copy that carried the name is gone: the name is free again
+        saved.name = None
     if not saved.had_animation_data and obj.animation_data is not None:
         obj.animation_data_clear()
     for key in _PROPS:
@@ -171,7 +188,7 @@ def _put_back(saved: _Rig) -> None:
     obj.update_tag()
 
 
-def prepare(scene: bpy.types.Scene) -> _Render:
+def prepare(scene: bpy.types.Scene, names: bool = False) -> _Render:
     """Bake every live rig of `scene` over the render range into a temporary action; suspend live solving.
 
     A rig that cannot be baked (an invalid chain, a library action, NLA tweak mode) is left as it is and
@@ -197,7 +214,7 @@ def prepare(scene: bpy.types.Scene) -> _Render:
     for saved in state.rigs:
         obj = saved.obj
         try:
-            _use_copy(saved)
+            _use_copy(saved, names)
             opts = bake.BakeOptions(frames[0], frames[1], disable_after=False)
             saved.result = bake.bake_rig(obj, opts)
         except Exception as exc:  # a BakeError, or anything Blender raised: this rig renders unbaked
@@ -286,6 +303,30 @@ def on_render_end(*_args: object) -> None:
         bpy.app.timers.register(restore, first_interval=0.0)
 
 
+_warned: set[str] = set()  # files already warned about (once per file and session)
+
+
+@persistent
+def on_frame_change_post(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | None = None) -> None:
+    """Say so when a depsgraph of its own steps through frames outside a render (Alembic, USD exports).
+
+    Those evaluate the scene in a 'RENDER'-mode depsgraph of their own, as a render does, but with no
+    render_init to prepare on: live chains are exported still (measured with Alembic). One attribute test
+    per frame change when nothing is wrong.
+    """
+    if depsgraph is None or _active is not None or depsgraph.mode != "RENDER":
+        return
+    key = bpy.data.filepath
+    if key in _warned or not render_rigs(scene):
+        return
+    _warned.add(key)
+    print(
+        "Reach IK: the scene is evaluated in a depsgraph of its own outside a render (an Alembic or USD export?):"
+        " live chains are written still. Bake first (reach.bake, `blender -c reach_ik bake`) or export inside"
+        " `rig.export.baked(scene)`."
+    )
+
+
 @persistent
 def on_load(*_args: object) -> None:
     # A file is about to be loaded (or an undo step): never leave a temporary action behind.
@@ -297,6 +338,7 @@ _HANDLERS = (
     ("render_complete", on_render_end),
     ("render_cancel", on_render_end),
     ("load_pre", on_load),
+    ("frame_change_post", on_frame_change_post),
 )
 
 
