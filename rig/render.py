@@ -51,6 +51,7 @@ class _Rig:
     status: list[tuple[bool, str, int, float]]  # each chain's status as shown (the bake solves them again)
     temporary: bpy.types.Action | None = None  # the copy (or new action) rendered from, deleted afterwards
     name: str | None = None  # the user's action's name while its copy carries it (exports), else None
+    fake_user: bool | None = None  # the user's action's Fake User before the render
     result: bake.BakeResult | None = None
 
 
@@ -124,7 +125,11 @@ def _use_copy(saved: _Rig, names: bool) -> None:
     if saved.action is None:
         return  # the bake creates an action; `_put_back` deletes it
     ad = saved.obj.animation_data
+    # A file saved while a GUI render runs must still hold the user's action, unassigned meanwhile.
+    saved.fake_user = saved.action.use_fake_user
+    saved.action.use_fake_user = True
     copy = saved.action.copy()
+    copy.use_fake_user = False
     saved.temporary = copy
     if names:
         saved.name = saved.action.name
@@ -153,6 +158,9 @@ def _put_back(saved: _Rig) -> None:
     if saved.name is not None and saved.action is not None:
         saved.action.name = saved.name  # the copy that carried the name is gone: the name is free again
         saved.name = None
+    if saved.fake_user is not None and saved.action is not None:
+        saved.action.use_fake_user = saved.fake_user
+        saved.fake_user = None
     if not saved.had_animation_data and obj.animation_data is not None:
         obj.animation_data_clear()
     for key in _PROPS:

@@ -120,7 +120,7 @@ def user_state(*objs: bpy.types.Object) -> dict[str, object]:
     sc = bpy.context.scene
     out: dict[str, object] = {
         "frame": (sc.frame_current, sc.frame_subframe),
-        "actions": sorted((a.name, a.users) for a in bpy.data.actions),
+        "actions": sorted((a.name, a.users, a.use_fake_user) for a in bpy.data.actions),
     }
     for ob in objs:
         ad = ob.animation_data
