@@ -33,6 +33,7 @@ from numpy.typing import NDArray
 
 from . import armature, bake, cache, fk, live
 from .props import rig_settings
+from .solve import prepare as validate
 
 _PROPS = (fk.ROWS_KEY, fk.NAMES_KEY)
 
@@ -114,6 +115,16 @@ def _save(obj: bpy.types.Object) -> _Rig:
 
 # Appended to the user's action's name while an export's copy carries the name (`prepare(names=True)`).
 _ASIDE = " (Reach IK: exporting)"
+
+
+def _valid_chains(obj: bpy.types.Object) -> set[int]:
+    """The enabled chains live solving poses: an invalid chain (or tree) leaves its bones alone, live and
+    in the render alike, and must not keep the others from being baked."""
+    only = bake.select_chains(obj, "ALL")
+    report, sk, plan = validate(obj, only)
+    if sk is None or plan is None:
+        raise bake.BakeError(report.rig_error or f"'{obj.name}' cannot be baked")
+    return only - set(plan.errors)
 
 
 def _use_copy(saved: _Rig, names: bool) -> None:
@@ -222,8 +233,11 @@ def prepare(scene: bpy.types.Scene, names: bool = False) -> _Render:
     for saved in state.rigs:
         obj = saved.obj
         try:
+            chains = _valid_chains(obj)
+            if not chains:
+                continue  # nothing of it is posed live: nothing to bake (`finally` keeps it suspended)
             _use_copy(saved, names)
-            opts = bake.BakeOptions(frames[0], frames[1], disable_after=False)
+            opts = bake.BakeOptions(frames[0], frames[1], chains=chains, disable_after=False)
             saved.result = bake.bake_rig(obj, opts)
         except Exception as exc:  # a BakeError, or anything Blender raised: this rig renders unbaked
             _put_back(saved)

@@ -165,6 +165,39 @@ def test_animation_render_shows_each_frames_pose(tmp_path: Path) -> None:
     assert moved >= 3, "the target moves by more than 10 px in most frames (a frozen pose would fail)"
 
 
+def test_an_invalid_chain_does_not_stop_the_others(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    rig, target = _arm()
+    other = rigs.empty("Other", (0.0, 1.0, 1.0))
+    broken = rigs.add_chain(rig, "nope", 2, other, solver="TWO_BONE", name="broken")
+    _ball(rig, "fore")
+    sc = _setup(tmp_path)
+    sc.frame_set(1)
+    rigs.update()
+    assert not broken.is_valid and rig.reach_ik.chains[0].is_valid
+    bpy.ops.render.render(animation=True)
+    assert "rendering without a bake" not in capfd.readouterr().out
+    for f in (4, 6):
+        seen = centroid(tmp_path / f"f_{f:04d}.png")
+        want = projection(sc, _target_at(target, f))
+        assert np.linalg.norm(seen - want) < 1.0, f"frame {f}: the hand renders at {seen}, the target is at {want} px"
+
+
+def test_a_rig_that_cannot_be_baked_says_so_and_changes_nothing(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    rig, target = _animated_user_rig()
+    rig.scale = (1.0, 2.0, 1.0)  # refused by live solving and the bake alike (non-uniform armature scale)
+    sc = _setup(tmp_path, 1, 2)
+    sc.frame_set(1)
+    rigs.update()
+    before = user_state(rig, target)
+    capfd.readouterr()
+    bpy.ops.render.render(animation=True)
+    out = capfd.readouterr().out
+    assert "Reach IK: rendering without a bake of 'Arm'" in out and "scale" in out, out[-2000:]
+    same_state(user_state(rig, target), before)
+
+
 def test_single_frame_render(tmp_path: Path) -> None:
     rig, target = _arm()
     _ball(rig, "fore")
