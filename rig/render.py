@@ -223,6 +223,11 @@ def prepare(scene: bpy.types.Scene, names: bool = False) -> _Render:
     # Everything is saved and every rig suspended before the first bake: a bake steps through frames, and a
     # rig still solving live meanwhile would end on another pose than the one it showed (Start From Current
     # carries each solve's roll to the next).
+    if scene != bpy.context.scene:
+        # The bake steps the context's scene: a scene rendered through another one's compositor is not it.
+        for ob in render_rigs(scene):
+            print(f"Reach IK: rendering without a bake of '{ob.name}': its scene '{scene.name}' is not the active one")
+        return state
     for obj in render_rigs(scene):
         ad = obj.animation_data
         if ad is not None and ad.use_tweak_mode:
