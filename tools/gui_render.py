@@ -6,7 +6,8 @@ camera, Workbench at 64 x 64 on a transparent background), presses Render Animat
 Interface on or off, waits for `render_complete`, measures the sphere in every frame written and what the
 render left behind, writes `info` (JSON), takes the screenshot and quits.
 
-Options come in `builtins.REACH_RENDER`: {"info": path, "shot": path, "frames": folder, "lock": bool}.
+Options come in `builtins.REACH_RENDER`: {"info": path, "shot": path, "frames": folder, "lock": bool,
+"still": bool}; with "still", F12 instead (`render.render('INVOKE_DEFAULT', write_still=True)`) on frame 3.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from bpy_extras.object_utils import world_to_camera_view
 
 OPTS = builtins.REACH_RENDER  # type: ignore[attr-defined]
 RES = 64
+STILL_FRAME = 3
 info: dict[str, object] = {"ok": False, "errors": []}
 state: dict[str, object] = {"end": None, "t0": time.monotonic()}
 
@@ -130,7 +132,10 @@ def finish() -> None:
         sc = bpy.context.scene
         rig = bpy.data.objects["Rig"]
         info["end"] = state["end"]
-        info["frames"] = {f: centroid(f"{OPTS['frames']}/f_{f:04d}.png") for f in range(1, 5)}
+        if OPTS.get("still"):  # a still is saved under the output path as it is, no frame number
+            info["frames"] = {STILL_FRAME: centroid(f"{OPTS['frames']}/f_.png")}
+        else:
+            info["frames"] = {f: centroid(f"{OPTS['frames']}/f_{f:04d}.png") for f in range(1, 5)}
         info["after"] = {
             "pose": pose_bytes(rig),
             "actions": sorted(a.name for a in bpy.data.actions),
@@ -166,7 +171,7 @@ def start() -> float | None:
             sc.frame_set(f)
             uv = world_to_camera_view(sc, sc.camera, target.matrix_world.translation)
             expect[f] = [uv.x * RES, uv.y * RES]
-        sc.frame_set(2)  # the user stands on frame 2 when pressing Render Animation
+        sc.frame_set(STILL_FRAME if OPTS.get("still") else 2)  # where the user stands when pressing the key
         bpy.context.view_layer.update()
         info["expect"] = expect
         info["before"] = {
@@ -183,7 +188,10 @@ def start() -> float | None:
         win = bpy.context.window_manager.windows[0]
         area = max(win.screen.areas, key=lambda a: a.width * a.height)
         with bpy.context.temp_override(window=win, screen=win.screen, area=area):
-            result = bpy.ops.render.render("INVOKE_DEFAULT", animation=True)
+            if OPTS.get("still"):
+                result = bpy.ops.render.render("INVOKE_DEFAULT", write_still=True)
+            else:
+                result = bpy.ops.render.render("INVOKE_DEFAULT", animation=True)
         info["invoke"] = sorted(result)
         state["t0"] = time.monotonic()
         bpy.app.timers.register(wait, first_interval=0.25)

@@ -20,13 +20,23 @@ SCRIPT = ROOT / "tools" / "gui_render.py"
 DEADLINE = 300
 
 
-@pytest.mark.parametrize("lock", [True, False], ids=["lock-interface", "unlocked"])
-def test_gui_render_animation(installed: Blender, tmp_path: Path, lock: bool) -> None:
+@pytest.mark.parametrize(
+    ("lock", "still"),
+    [(True, False), (False, False), (False, True)],
+    ids=["animation-lock-interface", "animation-unlocked", "F12-unlocked"],
+)
+def test_gui_render(installed: Blender, tmp_path: Path, lock: bool, still: bool) -> None:
     tool = Path(installed.exe).with_name("blender-shot")
     if not tool.exists():
         pytest.skip(f"no blender-shot beside {installed.exe}: the GUI tests need it")
     info_path = tmp_path / "info.json"
-    opts = {"info": str(info_path), "shot": str(tmp_path / "gui.png"), "frames": str(tmp_path / "frames"), "lock": lock}
+    opts = {
+        "info": str(info_path),
+        "shot": str(tmp_path / "gui.png"),
+        "frames": str(tmp_path / "frames"),
+        "lock": lock,
+        "still": still,
+    }
     env = dict(os.environ, BLENDER_USER_RESOURCES=str(installed.resources), REAL_BLENDER_QUIET="1")
     args = ["--python-expr", f"import builtins; builtins.REACH_RENDER = {opts!r}", "--python", str(SCRIPT)]
     proc = subprocess.run(
