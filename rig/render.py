@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -285,6 +286,35 @@ def _on_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+# Work the render thread hands to the main thread. Blender's timer list is not meant to be changed from another
+# thread (`bpy.app.timers.register` appends to a list the main loop walks without the GIL), so in the GUI one
+# timer, registered from the main thread when the add-on registers, polls this list: ~1 µs ten times a
+# second when it is empty.
+_requests: list[Callable[[], None]] = []
+_requests_lock = threading.Lock()
+POLL_SECONDS = 0.1
+_polling = False
+
+
+def _poll() -> float:
+    while True:
+        with _requests_lock:
+            if not _requests:
+                return POLL_SECONDS
+            work = _requests.pop(0)
+        work()
+
+
+def _to_main(work: Callable[[], None]) -> bool:
+    """Run `work` on the main thread soon; False when nothing polls (background: renders run on the main
+    thread there, so this does not happen)."""
+    if not _polling:
+        return False
+    with _requests_lock:
+        _requests.append(work)
+    return True
+
+
 def _prepare_or_say(scene: bpy.types.Scene) -> None:
     try:
         prepare(scene)
@@ -300,7 +330,7 @@ def on_render_init(scene: bpy.types.Scene, *_args: object) -> None:
     `blender -b -a`, `render.render()` from a script and F12 with a script's EXEC call run the render on the
     main thread: prepare at once. The GUI's Render / Render Animation run it as a job whose thread calls
     `render_init` (measured on the 4.3 binary) while the interface may be drawing the same data: the render
-    thread then hands the work to the main thread (a timer) and waits for it, before it builds its own
+    thread then hands the work to the main thread (`_poll`) and waits for it, before it builds its own
     depsgraph, so no data is written from the render thread, Lock Interface or not.
     """
     if _on_main_thread():
@@ -314,7 +344,9 @@ def on_render_init(scene: bpy.types.Scene, *_args: object) -> None:
             _prepare_or_say(scene)
         done.set()
 
-    bpy.app.timers.register(on_main, first_interval=0.0)
+    if not _to_main(on_main):
+        _prepare_or_say(scene)  # nothing polls (should not happen): better than rendering frozen chains
+        return
     if not done.wait(HANDOVER_SECONDS):
         abandoned.set()
         print(f"Reach IK: the interface did not answer within {HANDOVER_SECONDS:.0f} s: rendering without a bake")
@@ -322,12 +354,10 @@ def on_render_init(scene: bpy.types.Scene, *_args: object) -> None:
 
 @persistent
 def on_render_end(*_args: object) -> None:
-    if _on_main_thread():
+    # The GUI's render job ends on its own thread: put the data back from the main thread, at its next poll
+    # (live solving stays suspended until then, so nothing is solved on the baked copy).
+    if _on_main_thread() or not _to_main(restore):
         restore()
-    else:
-        # The GUI's render job ends on its own thread: put the data back from the main thread, as soon as it
-        # runs its timers (live solving stays suspended until then, so nothing is solved on the baked copy).
-        bpy.app.timers.register(restore, first_interval=0.0)
 
 
 _warned: set[str] = set()  # files already warned about (once per file and session)
@@ -370,12 +400,20 @@ _HANDLERS = (
 
 
 def register() -> None:
+    global _polling
     for kind, fn in _HANDLERS:
         getattr(bpy.app.handlers, kind).append(fn)
+    if not bpy.app.background:
+        bpy.app.timers.register(_poll, first_interval=POLL_SECONDS, persistent=True)
+        _polling = True
 
 
 def unregister() -> None:
+    global _polling
     restore()
+    if _polling and bpy.app.timers.is_registered(_poll):
+        bpy.app.timers.unregister(_poll)
+    _polling = False
     for kind, fn in reversed(_HANDLERS):
         handlers = getattr(bpy.app.handlers, kind)
         while fn in handlers:
