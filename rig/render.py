@@ -14,9 +14,10 @@ So at `render_init` (once, before the render builds its depsgraph) every scene r
 baked over the render range with the bake (`rig/bake.py`) into a *copy* of its action, swapped in for the
 render; live solving is suspended for those rigs while the render runs. At `render_complete` or
 `render_cancel` the user's own action (and slot), pose channels, FK store and stretch record go back exactly
-as they were and the copy is deleted. The user's action is never written to. In the GUI, Blender calls
+as they were and the copy is deleted. No key of the user's action is touched (only its Fake User, and for
+exports its name, change while the copy is in use, and come back). In the GUI, Blender calls
 `render_init` and `render_complete` on the render job's thread: both hand their work to the main thread
-(`on_render_init`), so Reach IK never writes data from the render thread.
+(`on_render_init`, `_poll`), so Reach IK never writes data from the render thread.
 """
 
 from __future__ import annotations
