@@ -33,11 +33,12 @@ import numpy as np
 from bpy.app.handlers import persistent
 from numpy.typing import NDArray
 
-from . import armature, bake, cache, fk, live
+from . import armature, bake, cache, fk, live, record
 from .props import rig_settings
 from .solve import prepare as validate
 
 _PROPS = (fk.ROWS_KEY, fk.NAMES_KEY)
+_STATUS = ("is_valid", "message", "iterations", "residual")  # a chain's read-only status properties
 
 
 @dataclass
@@ -51,11 +52,11 @@ class _Rig:
     channels: dict[str, NDArray[np.float32]]
     props: dict[str, Any]  # the FK store's ID properties as they were (absent keys: not stored)
     cache: tuple[dict[int, Any], bool]  # its live-solving caches: its last solve still holds afterwards
-    status: list[tuple[bool, str, int, float]]  # each chain's status as shown (the bake solves them again)
+    status: list[dict[str, object]]  # each chain's status as shown, set values only (solving sets them again)
     temporary: bpy.types.Action | None = None  # the copy (or new action) rendered from, deleted afterwards
     name: str | None = None  # the user's action's name while its copy carries it (exports), else None
     fake_user: bool | None = None  # the user's action's Fake User before the render
-    result: bake.BakeResult | None = None
+    done: bool = False  # the render plays its recorded (or baked) pose
 
 
 @dataclass
@@ -77,7 +78,7 @@ def active() -> bool:
 
 def baked() -> list[str]:
     """The rigs the render in progress plays from a temporary bake."""
-    return [] if _active is None else [r.obj.name for r in _active.rigs if r.result is not None]
+    return [] if _active is None else [r.obj.name for r in _active.rigs if r.done]
 
 
 def prepared_on_main_thread() -> bool | None:
@@ -111,7 +112,7 @@ def _save(obj: bpy.types.Object) -> _Rig:
         channels=armature.read_channels(obj, armature.ALL_CHANNELS),
         props=props,
         cache=cache.take(obj.session_uid),
-        status=[(ch.is_valid, ch.message, ch.iterations, ch.residual) for ch in rig_settings(obj).chains],
+        status=[{k: getattr(ch, k) for k in _STATUS if ch.is_property_set(k)} for ch in rig_settings(obj).chains],
     )
 
 
@@ -193,20 +194,90 @@ def _put_back(saved: _Rig) -> None:
             if was_overridable:
                 obj.property_overridable_library_set(f'["{key}"]', True)
     cache.put(obj.session_uid, saved.cache)
-    for ch, (valid, message, iterations, residual) in zip(rig_settings(obj).chains, saved.status, strict=False):
-        # Written only when different, as live solving does: no redraw for what did not change.
-        if ch.is_valid != valid:
-            ch.is_valid = valid
-        if ch.message != message:
-            ch.message = message
-        if ch.iterations != iterations:
-            ch.iterations = iterations
-        if ch.residual != residual:
-            ch.residual = residual
+    for ch, status in zip(rig_settings(obj).chains, saved.status, strict=False):
+        for key in _STATUS:
+            if key not in status:
+                if ch.is_property_set(key):
+                    ch.property_unset(key)  # never set before: not stored, as before
+            elif getattr(ch, key) != status[key]:
+                setattr(ch, key, status[key])  # only when different, as live solving: no redraw storms
     pbs = obj.pose.bones
     for attr, values in saved.channels.items():
         pbs.foreach_set(attr, values.ravel())
     obj.update_tag()
+
+
+# How the render's keys are made: 'playback' records what live playback shows, frame after frame (default);
+# 'bake' runs the batched bake (`rig/bake.py`), ~20x faster but redundant chains with Start From Current can
+# end with other inner joints than playback (README, Rendering). bench/render.py measures both.
+method = "playback"
+
+
+def _by_bake(state: _Render, names: bool) -> None:
+    # Every rig is suspended before the first bake: a bake steps through frames, and a rig still solving live
+    # meanwhile would end on another pose than the one it showed.
+    for saved in state.rigs:
+        live.suspend(saved.obj)
+    for saved in state.rigs:
+        obj = saved.obj
+        try:
+            chains = _valid_chains(obj)
+            if not chains:
+                continue  # nothing of it is posed live: nothing to bake (`finally` keeps it suspended)
+            _use_copy(saved, names)
+            opts = bake.BakeOptions(state.frames[0], state.frames[1], chains=chains, disable_after=False)
+            bake.bake_rig(obj, opts)
+            saved.done = True
+        except Exception as exc:  # a BakeError, or anything Blender raised: this rig renders unbaked
+            _put_back(saved)
+            text = exc if isinstance(exc, bake.BakeError) else traceback.format_exc()
+            state.failed.append(f"'{obj.name}': {text}")
+        finally:
+            # The bake resumes live solving of the rig it baked when it ends: keep it off until the render
+            # ends. Rigs that follow this one bake next, stepping frames: this one plays its baked copy.
+            live.suspend(obj)
+
+
+def _by_playback(state: _Render, names: bool, now: int, subframe: float) -> None:
+    scene = state.scene
+    todo: list[tuple[_Rig, list[int]]] = []
+    for saved in state.rigs:
+        try:
+            chains = _valid_chains(saved.obj)
+        except bake.BakeError as exc:
+            state.failed.append(f"'{saved.obj.name}': {exc}")
+            continue
+        if chains:
+            todo.append((saved, record.chain_bones(saved.obj, chains)))
+    frames = list(range(state.frames[0], state.frames[1] + 1))
+    try:
+        for saved, _bones in todo:
+            _use_copy(saved, names)
+            ad = saved.obj.animation_data or saved.obj.animation_data_create()
+            if ad.action is None:
+                ad.action = saved.temporary = bpy.data.actions.new(f"{saved.obj.name}Action")
+        # All rigs in one pass, in frame order, as playback solves them (rigs that follow rigs included).
+        recordings = record.record(scene, [(saved.obj, bones) for saved, bones in todo], frames)
+        for (saved, _bones), rec in zip(todo, recordings, strict=True):
+            action = saved.obj.animation_data.action
+            assert action is not None  # the copy, or the new action, assigned above
+            record.write(rec, frames, saved.channels, action)
+            saved.done = True
+    except Exception:
+        text = traceback.format_exc()
+        for saved, _bones in todo:
+            _put_back(saved)
+            saved.done = False
+            state.failed.append(f"'{saved.obj.name}': recording live playback failed:\n{text}")
+    finally:
+        for saved in state.rigs:
+            live.suspend(saved.obj)
+            # The channels as the user left them: the keys drive the chain bones, the rest stays as it was.
+            pbs = saved.obj.pose.bones
+            for attr, values in saved.channels.items():
+                pbs.foreach_set(attr, values.ravel())
+            saved.obj.update_tag()
+        scene.frame_set(now, subframe=subframe)
 
 
 def prepare(scene: bpy.types.Scene, names: bool = False) -> _Render:
@@ -222,11 +293,8 @@ def prepare(scene: bpy.types.Scene, names: bool = False) -> _Render:
     frames = (min(scene.frame_start, now), max(scene.frame_end, now))
     state = _Render(scene, frames, main_thread=_on_main_thread())
     _active = state
-    # Everything is saved and every rig suspended before the first bake: a bake steps through frames, and a
-    # rig still solving live meanwhile would end on another pose than the one it showed (Start From Current
-    # carries each solve's roll to the next).
     if scene != bpy.context.scene:
-        # The bake steps the context's scene: a scene rendered through another one's compositor is not it.
+        # Frames are stepped in the context's scene: a scene rendered through another one's compositor is not it.
         for ob in render_rigs(scene):
             print(f"Reach IK: rendering without a bake of '{ob.name}': its scene '{scene.name}' is not the active one")
         return state
@@ -236,24 +304,10 @@ def prepare(scene: bpy.types.Scene, names: bool = False) -> _Render:
             state.failed.append(f"'{obj.name}': its NLA is in tweak mode; leave tweak mode (or bake) to render it")
             continue
         state.rigs.append(_save(obj))
-        live.suspend(obj)
-    for saved in state.rigs:
-        obj = saved.obj
-        try:
-            chains = _valid_chains(obj)
-            if not chains:
-                continue  # nothing of it is posed live: nothing to bake (`finally` keeps it suspended)
-            _use_copy(saved, names)
-            opts = bake.BakeOptions(frames[0], frames[1], chains=chains, disable_after=False)
-            saved.result = bake.bake_rig(obj, opts)
-        except Exception as exc:  # a BakeError, or anything Blender raised: this rig renders unbaked
-            _put_back(saved)
-            text = exc if isinstance(exc, bake.BakeError) else traceback.format_exc()
-            state.failed.append(f"'{obj.name}': {text}")
-        finally:
-            # The bake resumes live solving of the rig it baked when it ends: keep it off until the render
-            # ends. Rigs that follow this one bake next, stepping frames: this one plays its baked copy.
-            live.suspend(obj)
+    if method == "bake":
+        _by_bake(state, names)
+    else:
+        _by_playback(state, names, now, scene.frame_subframe)
     for line in state.failed:
         print(f"Reach IK: rendering without a bake of {line}; it renders the pose shown at frame {now}")
     return state

@@ -286,7 +286,7 @@ def test_cancel_path_restores(tmp_path: Path) -> None:
     same_state(user_state(rig, target), before)
 
 
-def _feature_scene() -> list[bpy.types.Object]:
+def _feature_scene(start_from: str) -> list[bpy.types.Object]:
     """Poles, Soft, Stretch, keyed Influence, cone limits, a bone target and a rig that follows a rig."""
     arm, target = _arm()
     pole = rigs.empty("Pole", (0.0, -1.0, 1.0))
@@ -320,9 +320,8 @@ def _feature_scene() -> list[bpy.types.Object]:
     reacher.location = (-3.0, 0.0, 0.0)
     ch = rigs.add_chain(reacher, "b4", 5, ctl, solver="CCD")
     ch.target_bone = "ctl"
-    # Redundant chains (FABRIK, CCD) from the rest pose: with Start From Current their inner joints depend on
-    # the order live playback visits the frames (README, Rendering).
-    tail.reach_ik.start_from = reacher.reach_ik.start_from = "REST"
+    for ob in (arm, tail, reacher):
+        ob.reach_ik.start_from = start_from
     return [arm, tail, reacher]
 
 
@@ -331,8 +330,11 @@ def _tails(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> np.ndarray:
     return np.array([ev.matrix_world @ pb.tail for pb in ev.pose.bones])
 
 
-def test_render_depsgraph_poses_every_feature_as_live_playback(tmp_path: Path) -> None:
-    rig_list = _feature_scene()
+@pytest.mark.parametrize("start_from", ["CURRENT", "REST"])
+def test_render_depsgraph_poses_every_feature_as_live_playback(tmp_path: Path, start_from: str) -> None:
+    """With Start From Current each solve starts from the previous frame's: playback's order matters, and
+    the render plays what playback from the first frame shows."""
+    rig_list = _feature_scene(start_from)
     sc = _setup(tmp_path, 1, 6)
     sc.render.resolution_x = sc.render.resolution_y = 8
     sc.frame_set(1)
@@ -366,5 +368,5 @@ def test_render_depsgraph_poses_every_feature_as_live_playback(tmp_path: Path) -
             worst[i] = max(worst[i], d.max())
             worst_tip[i] = max(worst_tip[i], d[-1])
     print(f"render vs live playback, worst bone tail per rig: {worst}, tips: {worst_tip}")
-    assert (worst_tip <= 2e-3).all(), f"tips render where live playback puts them: {worst_tip}"
-    assert (worst <= 5e-3).all(), f"every bone renders near its live pose: {worst}"
+    # The render plays keys recorded from live playback itself (float32 channels): the same pose.
+    assert (worst <= 1e-5).all(), f"every bone renders where live playback puts it: {worst}"
