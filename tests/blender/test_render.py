@@ -330,10 +330,8 @@ def _tails(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> np.ndarray:
     return np.array([ev.matrix_world @ pb.tail for pb in ev.pose.bones])
 
 
-@pytest.mark.parametrize("start_from", ["CURRENT", "REST"])
-def test_render_depsgraph_poses_every_feature_as_live_playback(tmp_path: Path, start_from: str) -> None:
-    """With Start From Current each solve starts from the previous frame's: playback's order matters, and
-    the render plays what playback from the first frame shows."""
+def _render_against_playback(tmp_path: Path, start_from: str) -> tuple[np.ndarray, np.ndarray]:
+    """Worst distance of any bone tail and of each rig's last tail, render's depsgraph vs live playback."""
     rig_list = _feature_scene(start_from)
     sc = _setup(tmp_path, 1, 6)
     sc.render.resolution_x = sc.render.resolution_y = 8
@@ -368,5 +366,25 @@ def test_render_depsgraph_poses_every_feature_as_live_playback(tmp_path: Path, s
             worst[i] = max(worst[i], d.max())
             worst_tip[i] = max(worst_tip[i], d[-1])
     print(f"render vs live playback, worst bone tail per rig: {worst}, tips: {worst_tip}")
+    return worst, worst_tip
+
+
+@pytest.mark.parametrize("start_from", ["CURRENT", "REST"])
+def test_render_depsgraph_poses_every_feature_as_live_playback(tmp_path: Path, start_from: str) -> None:
+    """With Start From Current each solve starts from the previous frame's: playback's order matters, and
+    the render plays what playback from the first frame shows."""
+    worst, _tips = _render_against_playback(tmp_path, start_from)
     # The render plays keys recorded from live playback itself (float32 channels): the same pose.
     assert (worst <= 1e-5).all(), f"every bone renders where live playback puts it: {worst}"
+
+
+def test_render_by_batched_bake(tmp_path: Path) -> None:
+    """`rig.render.method = 'bake'`: the batched bake instead of recording playback (Start From Rest)."""
+    render = bpy_session.submodule("rig.render")
+    render.method = "bake"
+    try:
+        worst, tips = _render_against_playback(tmp_path, "REST")
+    finally:
+        render.method = "playback"
+    assert (tips <= 2e-3).all(), f"tips render where live playback puts them: {tips}"
+    assert (worst <= 5e-3).all(), f"every bone renders near its live pose: {worst}"
