@@ -2,8 +2,8 @@
 
 The demo character (two-bone limbs with poles, FABRIK spine, CCD tail) with targets keyed along reachable
 paths (bench/bake.py), live. Prints, best of a few runs in one process:
-- `prepare` + `restore` (rig/render.py: the bake of the range into a copy of the action, and putting
-  everything back), per render and per frame;
+- `prepare` + `restore` (rig/render.py: live playback recorded into a copy of the action, or the batched
+  bake with method 'bake', and putting everything back), per render and per frame;
 - design (a), estimated: live playback's own solve per frame change (`frame_set` through the range with
   live solving on), which (a) would pay on every rendered frame, writing from the render thread;
 - a background Workbench render of the range at 32 x 32 (about the cheapest real render) with and without
@@ -61,11 +61,14 @@ def main() -> None:
             render.prepare(sc)
             render.restore()
 
-        t_prep = _best(prep, args.runs)
-        print(
-            f"prepare + restore, {args.frames} frames: {t_prep * 1e3:.1f} ms"
-            f" ({t_prep / args.frames * 1e3:.3f} ms/frame)"
-        )
+        for method in ("playback", "bake"):
+            render.method = method
+            t_prep = _best(prep, args.runs)
+            print(
+                f"prepare + restore ({method}), {args.frames} frames: {t_prep * 1e3:.1f} ms"
+                f" ({t_prep / args.frames * 1e3:.3f} ms/frame)"
+            )
+        render.method = "playback"
 
         def playback() -> None:
             for f in range(1, args.frames + 1):
