@@ -10,9 +10,10 @@ depsgraph from `frame_change_post` would work (a pose written there reaches that
 again after the handlers) but it writes data from the render thread on every frame, which Blender says can
 crash the interface unless Render > Lock Interface is on.
 
-So at `render_init` (once, before the render builds its depsgraph) every scene rig whose chains solve live is
-baked over the render range with the bake (`rig/bake.py`) into a *copy* of its action, swapped in for the
-render; live solving is suspended for those rigs while the render runs. At `render_complete` or
+So at `render_init` (once, before the render builds its depsgraph) the render range is played through with
+live solving on, in frame order, and what it wrote on the chain bones is keyed (`rig/record.py`; or, with
+`method = 'bake'`, the batched bake of `rig/bake.py`) into a *copy* of each live rig's action, swapped in
+for the render; live solving is suspended for those rigs while the render runs. At `render_complete` or
 `render_cancel` the user's own action (and slot), pose channels, FK store and stretch record go back exactly
 as they were and the copy is deleted. No key of the user's action is touched (only its Fake User, and for
 exports its name, change while the copy is in use, and come back). In the GUI, Blender calls
