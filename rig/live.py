@@ -42,6 +42,9 @@ _busy = False
 # bench/live.py turn it off to compare with the full path; nothing else does.
 use_program = True
 _suspended: set[int] = set()  # session_uid of armatures being baked: the bake solves them itself
+# True while a render (or an export) plays the keys rig/render.py recorded: nothing is solved or given back
+# meanwhile, since in the GUI the render thread evaluates the same data.
+paused = False
 
 
 def mark_dirty(obj: bpy.types.Object) -> None:
@@ -842,7 +845,7 @@ def _prune() -> None:
 
 @persistent
 def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
-    if _busy:
+    if _busy or paused:
         return
     updated: set[int] = set()
     structural = False
@@ -863,7 +866,8 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
 @persistent
 def on_frame_change(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
     # No list of what changed comes with a frame change: every rig compares its inputs.
-    _run(scene, None)
+    if not paused:
+        _run(scene, None)
 
 
 @persistent

@@ -67,6 +67,7 @@ class _Render:
     rigs: list[_Rig] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)  # one message per rig that renders its pose unbaked
     main_thread: bool = True  # where it was prepared (always the main thread: see `on_render_init`)
+    watch: bool = False  # a render (not an export) is under way: `_over` may find it ended without a word
 
 
 _active: _Render | None = None
@@ -305,10 +306,13 @@ def prepare(scene: bpy.types.Scene, names: bool = False) -> _Render:
             state.failed.append(f"'{obj.name}': its NLA is in tweak mode; leave tweak mode (or bake) to render it")
             continue
         state.rigs.append(_save(obj))
-    if method == "bake":
-        _by_bake(state, names)
-    else:
-        _by_playback(state, names, now, scene.frame_subframe)
+    try:
+        if method == "bake":
+            _by_bake(state, names)
+        else:
+            _by_playback(state, names, now, scene.frame_subframe)
+    finally:
+        live.paused = True  # until `restore`: no rig is solved while the render plays the keys
     for line in state.failed:
         print(f"Reach IK: rendering without a bake of {line}; it renders the pose shown at frame {now}")
     return state
@@ -316,9 +320,11 @@ def prepare(scene: bpy.types.Scene, names: bool = False) -> _Render:
 
 def restore() -> None:
     """Put every rig prepared for the render back as it was and resume live solving (idempotent)."""
-    global _active
+    global _active, _frame_open
     state = _active
     _active = None
+    _frame_open = False
+    live.paused = False
     if state is None:
         return
     for saved in reversed(state.rigs):
@@ -353,6 +359,8 @@ _polling = False
 
 
 def _poll() -> float:
+    if _over():
+        restore()
     while True:
         with _requests_lock:
             if not _requests:
@@ -371,9 +379,16 @@ def _to_main(work: Callable[[], None]) -> bool:
     return True
 
 
+def _over() -> bool:
+    """A render prepared for has ended without `render_complete` or `render_cancel` (a failure Blender does
+    not report through them): the GUI runs no render job, or in background a viewport frame change came."""
+    return _active is not None and _active.watch and (bpy.app.background or not bpy.app.is_job_running("RENDER"))
+
+
 def _prepare_or_say(scene: bpy.types.Scene) -> None:
     try:
-        prepare(scene)
+        state = prepare(scene)
+        state.watch = True
     except Exception:
         print(f"Reach IK: preparing the render failed, the render shows the current pose:\n{traceback.format_exc()}")
         restore()
@@ -416,6 +431,30 @@ def on_render_end(*_args: object) -> None:
         restore()
 
 
+_frame_open = False  # between render_pre and render_post: the render's own frame change
+
+
+@persistent
+def on_render_pre(*_args: object) -> None:
+    global _frame_open
+    _frame_open = True
+
+
+@persistent
+def on_render_post(*_args: object) -> None:
+    global _frame_open
+    _frame_open = False
+
+
+@persistent
+def on_frame_change_pre(*_args: object) -> None:
+    """In background, a frame change outside a render's frames while its keys are in place: the render ended
+    without `render_complete` or `render_cancel`. Put everything back before Blender evaluates the frame, so
+    the user's action and live solving pose it as usual. (The GUI's poll checks the render job instead.)"""
+    if _active is not None and not _frame_open and bpy.app.background and _over():
+        restore()
+
+
 _warned: set[str] = set()  # files already warned about (once per file and session)
 
 
@@ -427,7 +466,11 @@ def on_frame_change_post(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph 
     render_init to prepare on: live chains are exported still (measured with Alembic). One attribute test
     per frame change when nothing is wrong.
     """
-    if depsgraph is None or _active is not None or depsgraph.mode != "RENDER":
+    if depsgraph is None:
+        return
+    if _active is not None:
+        return
+    if depsgraph.mode != "RENDER":
         return
     key = bpy.data.filepath
     if key in _warned or not render_rigs(scene):
@@ -452,6 +495,9 @@ _HANDLERS = (
     ("render_cancel", on_render_end),
     ("load_pre", on_load),
     ("frame_change_post", on_frame_change_post),
+    ("frame_change_pre", on_frame_change_pre),
+    ("render_pre", on_render_pre),
+    ("render_post", on_render_post),
 )
 
 

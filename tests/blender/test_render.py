@@ -388,3 +388,19 @@ def test_render_by_batched_bake(tmp_path: Path) -> None:
         render.method = "playback"
     assert (tips <= 2e-3).all(), f"tips render where live playback puts them: {tips}"
     assert (worst <= 5e-3).all(), f"every bone renders near its live pose: {worst}"
+
+
+def test_a_render_that_ends_without_a_word_is_put_back(tmp_path: Path) -> None:
+    """No render_complete nor render_cancel: the next frame change of the viewport puts everything back."""
+    rig, target = _animated_user_rig()
+    sc = _setup(tmp_path)
+    sc.frame_set(3)
+    rigs.update()
+    before = user_state(rig, target)
+    render = bpy_session.submodule("rig.render")
+    live = bpy_session.submodule("rig.live")
+    render.on_render_init(sc)
+    assert render.active() and live.paused
+    sc.frame_set(3)
+    assert not render.active() and not live.paused
+    same_state(user_state(rig, target), before)
