@@ -94,6 +94,7 @@ bench: $(STAMP)
 	$(PY) bench/live.py
 	$(PY) bench/lean.py
 	$(PY) bench/bake.py
+	$(PY) bench/render.py
 
 clean:
 	rm -rf dist .test-results .typecheck .mypy_cache .ruff_cache .pytest_cache .hypothesis

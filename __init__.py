@@ -10,8 +10,12 @@ from types import ModuleType
 
 from . import operators, rig, ui
 
+# glTF's exporter calls these by name on every enabled add-on's package (rig/export.py).
+from .rig.export import glTF2_post_export_callback, glTF2_pre_export_callback
+
 # Order matters: property groups first (operators and panels read them), the CLI command last.
 _modules: tuple[ModuleType, ...] = (rig, operators, ui)
+__all__ = ["glTF2_post_export_callback", "glTF2_pre_export_callback", "register", "unregister"]
 
 
 def register() -> None:

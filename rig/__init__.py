@@ -5,14 +5,16 @@ Operators and panels call into this package; nothing in `solvers/` knows Blender
 
 from __future__ import annotations
 
-from . import live, props
+from . import live, props, render
 
 
 def register() -> None:
     props.register()
     live.register()
+    render.register()
 
 
 def unregister() -> None:
+    render.unregister()
     live.unregister()
     props.unregister()

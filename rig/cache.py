@@ -107,6 +107,28 @@ _TABLES: dict[str, dict[int, Any]] = {
 }
 
 
+# What `take` saves and `put` gives back: all an armature's live solving relies on between two updates.
+_STATE: tuple[dict[int, Any], ...] = (versions, stretched, *_DERIVED)
+
+
+def take(uid: int) -> tuple[dict[int, Any], bool]:
+    """One armature's entries (a render bakes it and puts it back as it was: its last solve stays valid)."""
+    return {i: table[uid] for i, table in enumerate(_STATE) if uid in table}, uid in dirty
+
+
+def put(uid: int, saved: tuple[dict[int, Any], bool]) -> None:
+    """Give back what `take` saved, replacing whatever the armature's entries became since."""
+    entries, was_dirty = saved
+    for i, table in enumerate(_STATE):
+        table.pop(uid, None)
+        if i in entries:
+            table[uid] = entries[i]
+    if was_dirty:
+        dirty.add(uid)
+    else:
+        dirty.discard(uid)
+
+
 def forget(uid: int) -> None:
     """Drop everything derived from one armature's inputs (it is solved again on its next check)."""
     for table in _DERIVED:

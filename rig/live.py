@@ -43,6 +43,9 @@ _busy = False
 # bench/live.py turn it off to compare with the full path; nothing else does.
 use_program = True
 _suspended: set[int] = set()  # session_uid of armatures being baked: the bake solves them itself
+# True while a render (or an export) plays the keys rig/render.py recorded: nothing is solved or given back
+# meanwhile, since in the GUI the render thread evaluates the same data.
+paused = False
 
 
 @contextmanager
@@ -55,6 +58,20 @@ def suspended(obj: bpy.types.Object) -> Iterator[None]:
     finally:
         _suspended.discard(uid)
         cache.forget(uid)
+
+
+def suspend(obj: bpy.types.Object) -> None:
+    """Keep live solving off `obj` until `resume` (a render plays a temporary bake of it meanwhile)."""
+    _suspended.add(obj.session_uid)
+
+
+def resume(obj: bpy.types.Object) -> None:
+    _suspended.discard(obj.session_uid)
+
+
+def scene_rigs(scene: bpy.types.Scene) -> list[bpy.types.Object]:
+    """The scene's armatures with chains (or FK values to give back), rigs that others follow first."""
+    return list(_scene_rigs(scene))
 
 
 def solve_count(obj: bpy.types.Object) -> int:
@@ -827,7 +844,7 @@ def _prune() -> None:
 
 @persistent
 def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
-    if _busy:
+    if _busy or paused:
         return
     updated: set[int] = set()
     structural = False
@@ -848,7 +865,8 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
 @persistent
 def on_frame_change(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
     # No list of what changed comes with a frame change: every rig compares its inputs.
-    _run(scene, None)
+    if not paused:
+        _run(scene, None)
 
 
 @persistent
