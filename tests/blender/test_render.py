@@ -387,6 +387,9 @@ def test_render_by_batched_bake(tmp_path: Path) -> None:
     finally:
         render.method = "playback"
     assert (tips <= 2e-3).all(), f"tips render where live playback puts them: {tips}"
+    # The inner joints too: a bake runs each FABRIK/CCD frame to the same iteration count, and the global
+    # stage under limits must stay near the solver's own pose rather than jump to another pose with the same
+    # tip (it did, 1.66 m apart at a joint of the tail, while it preferred the nearest of all its starts).
     assert (worst <= 5e-3).all(), f"every bone renders near its live pose: {worst}"
 
 
