@@ -60,7 +60,7 @@ def chain_message(
             "raise Max Iterations"
         )
     elif status == "STALLED":
-        # The solver stopped gaining (and its restarts did not help): more iterations would not either.
+        # The solver stopped gaining (and the global stage under limits did not help): more iterations would not either.
         message = (
             f"not reached: the tip of '{tip}' stops {far} from the target, where the solve stops gaining "
             "(joint limits or the chain's shape hold it): loosen the Joint Limits, add a pole or move the target"
