@@ -67,7 +67,8 @@ def _cached(
 def _at(geometry: NDArray[np.float32], where: NDArray[np.float32]) -> NDArray[np.bool_]:
     """Which bones sit where `where` (head, tail) says, to float32 rounding."""
     scale = max(1.0, float(np.abs(where).max()))
-    return np.all(np.abs(geometry - where) <= 1e-5 * scale, axis=1)  # type: ignore[no-any-return]
+    near: NDArray[np.bool_] = np.all(np.abs(geometry - where) <= 1e-5 * scale, axis=1)
+    return near
 
 
 def _record_of(ch: ReachChain) -> dict[str, Any]:

@@ -60,6 +60,10 @@ _MU_START: Final = 1e-3
 _MU_UP: Final = 4.0
 _MU_DOWN: Final = 1.0 / 3.0
 _MU_MAX: Final = 1e6
+_MU_MIN: Final = 1e-9
+"""Damping floor: a one-bone chain cannot move its tip by turning about its own axis, so its system is
+singular without damping, and a start that keeps gaining (as a chain's own pose can for 40 steps) would
+otherwise divide the damping down to nothing (numpy then refuses the singular solve)."""
 _FREE_SWING: Final = 1.0
 """Largest swing (rad) of a random start for a bone without a cone."""
 _EPS: Final = 1e-9
@@ -201,7 +205,7 @@ def descend(batch: ChainBatch, local: F64, groups: I64, tolerance: float, iterat
             new_positions[better],
         )
         best[good] = r[better]
-        mu[rows] = np.where(better, mu[rows] * _MU_DOWN, mu[rows] * _MU_UP)
+        mu[rows] = np.where(better, np.maximum(mu[rows] * _MU_DOWN, _MU_MIN), mu[rows] * _MU_UP)
     return local, frames, positions, best
 
 
