@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import bake, chains, cli, convert, fix, ikfk, setup, solve, symmetry
+from . import bake, chains, cli, convert, export, fix, ikfk, setup, solve, symmetry
 
 
 def register() -> None:
@@ -14,11 +14,13 @@ def register() -> None:
     ikfk.register()
     setup.register()
     symmetry.register()
+    export.register()
     cli.register()
 
 
 def unregister() -> None:
     cli.unregister()
+    export.unregister()
     symmetry.unregister()
     setup.unregister()
     ikfk.unregister()

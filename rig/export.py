@@ -7,7 +7,8 @@ during the export is a baked copy carrying the user's action's name (a rig with 
 '<armature>Action'), so glTF's Actions mode writes the animation under the name the user knows.
 
 FBX, Alembic and any other exporter have no such hook: `baked(scene)` does the same around any code, e.g.
-`with baked(bpy.context.scene): bpy.ops.export_scene.fbx(...)`; the Bake operator is the way from the GUI.
+`with baked(bpy.context.scene): bpy.ops.export_scene.fbx(...)`; from the GUI, File > Export > ... with Live IK
+(`operators/export.py`) runs FBX, Alembic or USD inside it.
 """
 
 from __future__ import annotations

@@ -232,3 +232,93 @@ def test_alembic_without_a_bake_says_so(tmp_path: Path, capfd: pytest.CaptureFix
     with bpy_session.submodule("rig.export").baked(bpy.context.scene):
         bpy.ops.wm.alembic_export(filepath=str(tmp_path / "b.abc"), start=1, end=3, as_background_job=False)
     assert "live chains are written still" not in capfd.readouterr().out
+
+
+def _reach_export(fmt: str) -> Callable[[str], object]:
+    def export(p: str) -> object:
+        return bpy.ops.reach.export(format=fmt, filepath=p)
+
+    return export
+
+
+def test_file_export_menu_fbx_with_live_ik_carries_a_rig_with_no_action(tmp_path: Path) -> None:
+    """File ▸ Export ▸ FBX with Live IK: FBX's default mode, which exports an action-less rig still by itself
+    (test above), carries the live pose; the user's data ends as it was (checked in `_round_trip`)."""
+    # Per-action stacks start at time 0: the importer's default offset of one frame puts them back.
+    load = lambda p: bpy.ops.import_scene.fbx(filepath=p)  # noqa: E731
+    worst, names = _round_trip(tmp_path, False, _reach_export("FBX"), load, ".fbx", action="Arm|Arm|ArmAction")
+    assert worst < 1e-3, f"FBX with Live IK: joints {worst:.3g} from live playback (actions {names})"
+
+
+def test_file_export_menu_alembic_with_live_ik(tmp_path: Path) -> None:
+    """File ▸ Export ▸ Alembic with Live IK: the sphere on the hand follows the live tip in the file."""
+    from test_render import _ball
+
+    rig, target = _arm(False)
+    _ball(rig, "fore")
+    live = _live(rig)
+    before = user_state(rig, target)
+    path = str(tmp_path / "arm.abc")
+    assert bpy.ops.reach.export(format="ALEMBIC", filepath=path) == {"FINISHED"}
+    same_state(user_state(rig, target), before)
+    bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
+    bpy.ops.wm.alembic_import(filepath=path, as_background_job=False)
+    ball = next(ob for ob in bpy.data.objects if ob.type == "MESH")
+    worst = 0.0
+    for f in FRAMES:
+        bpy.context.scene.frame_set(f)
+        deps = bpy.context.evaluated_depsgraph_get()
+        worst = max(
+            worst, float(np.linalg.norm(np.array(ball.evaluated_get(deps).matrix_world.translation) - live[f][1]))
+        )
+    assert worst < 1e-3, f"Alembic with Live IK: the sphere is {worst:.3g} from the live tip"
+
+
+def test_file_export_menu_failure_changes_nothing(tmp_path: Path) -> None:
+    """An export that fails (a folder as the file) says so and leaves every action, key and pose as it was."""
+    rig, target = _arm(True)
+    rigs.update()
+    before = user_state(rig, target)
+    folder = tmp_path / "a_folder.abc"
+    folder.mkdir()
+    with pytest.raises(RuntimeError, match="Reach IK"):
+        bpy.ops.reach.export(format="ALEMBIC", filepath=str(folder))
+    same_state(user_state(rig, target), before)
+
+
+def test_file_export_menu_lists_the_live_ik_exporters() -> None:
+    export = bpy_session.submodule("operators.export")
+    log: list[str] = []
+
+    class Layout:
+        def separator(self) -> None:
+            pass
+
+        def operator(self, idname: str, text: str = "") -> object:
+            log.append(text)
+            return type("Props", (), {})()
+
+    export.draw_export_menu(type("Menu", (), {"layout": Layout()})(), bpy.context)
+    want = [
+        f"{label} with Live IK (Reach IK)" for key, (label, _e, _o) in export.FORMATS.items() if export.available(key)
+    ]
+    assert want[0] == "FBX with Live IK (Reach IK)" and log == want, log
+    assert all(export.available(key) for key in export.FORMATS), "the bpy wheel has all three exporters"
+
+
+def test_an_exporter_this_blender_lacks_is_not_offered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Builds without Alembic or USD exist (the 4.3 binary here has neither): their entries are not shown,
+    and the operator says so rather than failing inside the bake."""
+    export = bpy_session.submodule("operators.export")
+    monkeypatch.setitem(export.FORMATS, "USD", ("USD", ".usdc", "wm.no_such_exporter"))
+    assert not export.available("USD") and export.available("FBX")
+    with pytest.raises(RuntimeError, match="no USD exporter"):
+        bpy.ops.reach.export(format="USD", filepath="/tmp/never.usdc")
+
+
+def test_file_export_menu_usd_with_live_ik(tmp_path: Path) -> None:
+    """File ▸ Export ▸ USD with Live IK: the imported skeleton's joints follow live playback."""
+    worst, names = _round_trip(
+        tmp_path, False, _reach_export("USD"), lambda p: bpy.ops.wm.usd_import(filepath=p), ".usdc"
+    )
+    assert worst < 1e-3, f"USD with Live IK: joints {worst:.3g} from live playback (actions {names})"
