@@ -186,6 +186,20 @@ def test_fbx_per_action_without_a_bake_misses_a_rig_with_no_action(tmp_path: Pat
     assert worst > 0.1, f"without an action the arm is exported still ({worst:.3g} from live)"
 
 
+def _alembic_ball_from_live(path: str, live: dict[int, np.ndarray]) -> float:
+    """Import `path` into a fresh scene: the largest distance of the sphere from the live tip over FRAMES."""
+    bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
+    bpy.ops.wm.alembic_import(filepath=path, as_background_job=False)
+    ball = next(ob for ob in bpy.data.objects if ob.type == "MESH")
+    worst = 0.0
+    for f in FRAMES:
+        bpy.context.scene.frame_set(f)
+        deps = bpy.context.evaluated_depsgraph_get()
+        at = np.array(ball.evaluated_get(deps).matrix_world.translation)
+        worst = max(worst, float(np.linalg.norm(at - live[f][1])))
+    return worst
+
+
 @pytest.mark.parametrize("inside_baked", [True, False], ids=["baked", "live"])
 def test_alembic(tmp_path: Path, inside_baked: bool) -> None:
     """Alembic evaluates the scene in a depsgraph of its own, like a render: live solving cannot follow it
@@ -205,15 +219,7 @@ def test_alembic(tmp_path: Path, inside_baked: bool) -> None:
             export()
     else:
         export()
-    bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
-    bpy.ops.wm.alembic_import(filepath=path, as_background_job=False)
-    ball = next(ob for ob in bpy.data.objects if ob.type == "MESH")
-    worst = 0.0
-    for f in FRAMES:
-        bpy.context.scene.frame_set(f)
-        deps = bpy.context.evaluated_depsgraph_get()
-        at = np.array(ball.evaluated_get(deps).matrix_world.translation)
-        worst = max(worst, float(np.linalg.norm(at - live[f][1])))
+    worst = _alembic_ball_from_live(path, live)
     if inside_baked:
         assert worst < 1e-3, f"Alembic inside baked(): the sphere is {worst:.3g} from the live tip"
     else:
@@ -261,16 +267,7 @@ def test_file_export_menu_alembic_with_live_ik(tmp_path: Path) -> None:
     path = str(tmp_path / "arm.abc")
     assert bpy.ops.reach.export(format="ALEMBIC", filepath=path) == {"FINISHED"}
     same_state(user_state(rig, target), before)
-    bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
-    bpy.ops.wm.alembic_import(filepath=path, as_background_job=False)
-    ball = next(ob for ob in bpy.data.objects if ob.type == "MESH")
-    worst = 0.0
-    for f in FRAMES:
-        bpy.context.scene.frame_set(f)
-        deps = bpy.context.evaluated_depsgraph_get()
-        worst = max(
-            worst, float(np.linalg.norm(np.array(ball.evaluated_get(deps).matrix_world.translation) - live[f][1]))
-        )
+    worst = _alembic_ball_from_live(path, live)
     assert worst < 1e-3, f"Alembic with Live IK: the sphere is {worst:.3g} from the live tip"
 
 
