@@ -90,8 +90,11 @@ class REACH_OT_auto_setup(Operator):
             parent = sk.info.names[found.root]
         elif self.parent == "HIPS":
             parent = sk.info.names[found.hips]
-        made = apply_plan(context, obj, the_plan, new, self.controls, parent)
-        self.report({"INFO"}, "Reach IK: " + summary(obj.name, found, the_plan.chains, new, options, len(made)))
+        made, kept = apply_plan(context, obj, the_plan, new, self.controls, parent)
+        text = summary(obj.name, found, the_plan.chains, new, options, len(made))
+        if kept:
+            text += f"; kept the joint limits {kept} bone(s) already had"
+        self.report({"INFO"}, "Reach IK: " + text)
         return {"FINISHED"}
 
 

@@ -177,9 +177,9 @@ def apply_plan(
     chains: list[ChainSpec],
     controls: str,
     parent: str,
-) -> list[str]:
+) -> tuple[list[str], int]:
     """Create `chains` of `plan` (controls 'BONE' or 'EMPTY', parented to bone `parent` or none) and the
-    plan's limits; the names of the chains made."""
+    plan's limits on their bones; the names of the chains made, and how many bones kept limits they had."""
     sk = read_skeleton(obj)
     names = sk.info.names
     settings = rig_settings(obj)
@@ -223,9 +223,23 @@ def apply_plan(
             _follow(obj, names[spec.end], ch.target, ch.target_bone)
         made.append(ch.name)
     assert obj.pose is not None
+    # Limits only on the bones of the chains made now, and never over limits a bone already has (the user's,
+    # or a previous set-up's that the user may have tuned): a re-run that adds a chain changes nothing else.
+    ours = set()
+    for spec in chains:
+        b = spec.tip
+        for _ in range(spec.length):
+            ours.add(b)
+            b = sk.info.parent[b]
+    kept = 0
     for b, values in plan.limits.items():
+        if b not in ours:
+            continue
         limits = bone_limits(obj.pose.bones[names[b]])
+        if limits.use_cone or limits.use_twist:
+            kept += 1
+            continue
         for key, value in values.items():
             setattr(limits, key, value)
     settings.active_chain_index = len(settings.chains) - 1
-    return made
+    return made, kept

@@ -242,3 +242,24 @@ def test_symmetrize_makes_mirrored_empties_for_a_chain_with_empties() -> None:
     assert (rt - Vector((-lt.x, lt.y, lt.z))).length < 1e-5, "the new target is the left one's mirror image"
     rigs.update()
     assert np.linalg.norm(rigs.world_tail(obj, "lowerarm_r") - np.array(rt)) < 1e-3
+
+
+def test_the_set_up_keeps_limits_a_bone_has_and_a_rerun_touches_only_the_chains_it_adds() -> None:
+    obj = demo_rigs.humanoid("unreal")
+    rigs.update()
+    mine = obj.pose.bones["lowerarm_l"].reach_ik
+    mine.use_cone, mine.cone_up, mine.cone_down, mine.cone_left, mine.cone_right = True, 0.9, 0.1, 0.2, 0.3
+    assert _setup(obj) == {"FINISHED"}
+    assert (mine.cone_up, mine.cone_down, mine.cone_left, mine.cone_right) == pytest.approx((0.9, 0.1, 0.2, 0.3))
+    # The user tunes a knee the set-up limited, removes the spine chain and sets up again: only the spine
+    # chain (and its bones' limits) comes back; the tuned knee stays as tuned.
+    knee = obj.pose.bones["calf_r"].reach_ik
+    knee.cone_up = 0.42
+    chains = obj.reach_ik.chains
+    chains.remove(next(i for i, c in enumerate(chains) if c.name == "spine"))
+    for b in ("spine_01", "spine_02", "spine_03"):
+        obj.pose.bones[b].reach_ik.use_cone = obj.pose.bones[b].reach_ik.use_twist = False
+    assert _setup(obj) == {"FINISHED"}
+    assert [c.name for c in obj.reach_ik.chains].count("spine") == 1
+    assert knee.cone_up == pytest.approx(0.42), "a re-run leaves the limits of the chains it keeps alone"
+    assert obj.pose.bones["spine_02"].reach_ik.use_cone, "the re-added spine gets its limits"
