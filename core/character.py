@@ -40,8 +40,6 @@ class ChainSpec:
     """One chain to create. Positions and matrices are in armature space."""
 
     name: str
-    role: str  # 'arm', 'leg', 'spine', 'neck', 'finger'
-    side: str  # 'L', 'R' or ''
     tip: int
     length: int
     solver: str
@@ -57,8 +55,6 @@ class ChainSpec:
 class SetupPlan:
     chains: tuple[ChainSpec, ...]
     limits: dict[int, Limits] = field(default_factory=dict)
-    forward: F64 = field(default_factory=lambda: np.zeros(3))
-    up: F64 = field(default_factory=lambda: np.zeros(3))
 
 
 @dataclass(frozen=True)
@@ -245,8 +241,6 @@ def plan(
             chains.append(
                 ChainSpec(
                     name=f"{limb_word}.{side}",
-                    role=kind,
-                    side=side,
                     tip=tip,
                     length=len(limb.bones),
                     solver="TWO_BONE" if limb.two_bone else "CCD",
@@ -269,8 +263,6 @@ def plan(
         chains.append(
             ChainSpec(
                 name=name,
-                role=name,
-                side="",
                 tip=tip,
                 length=len(bones),
                 solver="FABRIK",
@@ -289,8 +281,6 @@ def plan(
                 chains.append(
                     ChainSpec(
                         name=f"finger{k + 1}.{side}",
-                        role="finger",
-                        side=side,
                         tip=tip,
                         length=len(bones),
                         solver="FABRIK",
@@ -298,4 +288,4 @@ def plan(
                         target_matrix=_tip_matrix(pose, tip, bone_len[tip]),
                     )
                 )
-    return SetupPlan(tuple(chains), limits, forward, up)
+    return SetupPlan(tuple(chains), limits)

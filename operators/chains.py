@@ -15,7 +15,7 @@ from mathutils import Matrix, Vector
 
 from ..core.presets import PRESET_ITEMS, preset_values
 from ..rig import cache
-from ..rig.character import collection_for, new_bones
+from ..rig.character import collection_for, new_bones, unique_name
 from ..rig.compat import classes_factory, is_bone_selected
 from ..rig.props import ReachBoneLimits, ReachChain, ReachRigSettings, bone_limits, rig_settings
 
@@ -118,13 +118,8 @@ def pole_location(root: Vector, middle: Vector, tip: Vector, fallback: Vector) -
 
 
 def _unique_name(settings: ReachRigSettings, base: str) -> str:
-    names = {ch.name for ch in settings.chains}
-    if base not in names:
-        return base
-    i = 2
-    while f"{base}.{i:03d}" in names:
-        i += 1
-    return f"{base}.{i:03d}"
+    """A chain name not yet in `settings` (`base`, else `base.002` and up)."""
+    return unique_name({ch.name for ch in settings.chains}, base, first=2)
 
 
 def _uses(settings: ReachRigSettings, ob: Object, skip: ReachChain | None = None) -> bool:

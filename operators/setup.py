@@ -90,7 +90,7 @@ class REACH_OT_auto_setup(Operator):
             parent = sk.info.names[found.root]
         elif self.parent == "HIPS":
             parent = sk.info.names[found.hips]
-        made, kept = apply_plan(context, obj, the_plan, new, self.controls, parent)
+        made, kept = apply_plan(context, obj, sk, the_plan, new, self.controls, parent)
         text = summary(obj.name, found, the_plan.chains, new, options, len(made))
         if kept:
             text += f"; kept the joint limits {kept} bone(s) already had"

@@ -74,9 +74,9 @@ def edit_mode(context: bpy.types.Context, obj: bpy.types.Object) -> Iterator[bpy
         bpy.ops.object.mode_set(mode=mode if mode in {"OBJECT", "POSE"} else "OBJECT")
 
 
-def _rest_under(parent: str, want: NDArray[np.float64], sk: SkeletonRead) -> NDArray[np.float64]:
+def _rest_under(parent: str, want: NDArray[np.float64], sk: SkeletonRead | None) -> NDArray[np.float64]:
     """The rest matrix a new child of bone `parent` needs so that its pose (identity channels) is `want`."""
-    if not parent:
+    if not parent or sk is None:
         return want
     p = sk.info.names.index(parent)
     return np.asarray(sk.rest[p] @ np.linalg.inv(sk.pose[p]) @ want)
@@ -93,10 +93,18 @@ def _controls_collection(arm: bpy.types.Armature) -> bpy.types.BoneCollection | 
 
 
 def new_bones(
-    context: bpy.types.Context, obj: bpy.types.Object, specs: list[tuple[str, NDArray[np.float64], float]], parent: str
+    context: bpy.types.Context,
+    obj: bpy.types.Object,
+    specs: list[tuple[str, NDArray[np.float64], float]],
+    parent: str,
+    sk: SkeletonRead | None = None,
 ) -> list[str]:
-    """Non-deforming bones (name, pose matrix wanted, length), made in one Edit Mode visit; their names."""
-    sk = read_skeleton(obj)
+    """Non-deforming bones (name, pose matrix wanted, length), made in one Edit Mode visit; their names.
+
+    `sk` is the skeleton as read before (read here when not given); only `parent`'s matrices are used.
+    """
+    if sk is None:
+        sk = read_skeleton(obj) if parent else None
     made = []
     with edit_mode(context, obj) as arm:
         coll = _controls_collection(arm)
@@ -173,14 +181,15 @@ def _follow(obj: bpy.types.Object, bone: str, target: bpy.types.Object, subtarge
 def apply_plan(
     context: bpy.types.Context,
     obj: bpy.types.Object,
+    sk: SkeletonRead,
     plan: SetupPlan,
     chains: list[ChainSpec],
     controls: str,
     parent: str,
 ) -> tuple[list[str], int]:
     """Create `chains` of `plan` (controls 'BONE' or 'EMPTY', parented to bone `parent` or none) and the
-    plan's limits on their bones; the names of the chains made, and how many bones kept limits they had."""
-    sk = read_skeleton(obj)
+    plan's limits on their bones; the names of the chains made, and how many bones kept limits they had.
+    `sk` is the skeleton the plan was made from (its bone indices)."""
     names = sk.info.names
     settings = rig_settings(obj)
     world = obj.matrix_world
@@ -196,10 +205,10 @@ def apply_plan(
             m[:3, 3] = spec.pole_at
             bone_specs.append((spec.pole_name, m, 0.5 * size))
     if controls == "BONE":
-        bone_names = iter(new_bones(context, obj, bone_specs, parent))
+        bone_names = iter(new_bones(context, obj, bone_specs, parent, sk))
     for spec in chains:
         ch = settings.chains.add()
-        ch.name = unique_name({c.name for c in settings.chains if c != ch}, spec.name)
+        ch.name = unique_name({c.name for c in settings.chains if c != ch}, spec.name, first=2)
         ch.tip_bone = names[spec.tip]
         ch.chain_length = spec.length
         ch.solver = spec.solver
