@@ -114,11 +114,14 @@ class REACH_OT_symmetrize(Operator):
         settings = rig_settings(rig)
         tips = {pb.name for pb in chosen}
         chains_done = []
-        for ch in [c for c in settings.chains if c.tip_bone in tips]:
-            other_tip = mirror_name(ch.tip_bone, lambda n: exists(n) is not None)
+        # By index, never by a held item: `chains.add()` in `_mirror_chain` may reallocate the collection, so a
+        # reference taken before it points into freed memory (a crash with several tips selected). add()
+        # appends, so the indices of the chains already there stay valid.
+        for index in [i for i, c in enumerate(settings.chains) if c.tip_bone in tips]:
+            other_tip = mirror_name(settings.chains[index].tip_bone, lambda n: exists(n) is not None)
             if not other_tip:
                 continue
-            chains_done.append(self._mirror_chain(context, rig, ch, other_tip))
+            chains_done.append(self._mirror_chain(context, rig, index, other_tip))
         if not limits_done and not chains_done:
             why = f" (no mirrored name found for {', '.join(unmatched[:3])})" if unmatched else ""
             self.report({"WARNING"}, f"Reach IK: nothing to mirror: the selected bones have no limits or chains{why}")
@@ -130,15 +133,21 @@ class REACH_OT_symmetrize(Operator):
         self.report({"INFO"}, text)
         return {"FINISHED"}
 
-    def _mirror_chain(self, context: Context, rig: Object, ch: ReachChain, other_tip: str) -> str:
+    def _mirror_chain(self, context: Context, rig: Object, index: int, other_tip: str) -> str:
+        """Chain `index` copied, mirrored, onto the chain ending at `other_tip` (made when there is none)."""
         settings = rig_settings(rig)
-        dst = next((c for c in settings.chains if c.tip_bone == other_tip), None)
-        if dst is None:
-            dst = settings.chains.add()
-            names = {c.name for c in settings.chains if c != dst}
-            name = mirror_name(ch.name) or f"{ch.name}.mirror"
-            dst.name = name if name not in names else f"{name}.001"
-            dst.tip_bone = other_tip
+        dst_index = next((i for i, c in enumerate(settings.chains) if c.tip_bone == other_tip), -1)
+        if dst_index < 0:
+            names = {c.name for c in settings.chains}
+            settings.chains.add()
+            dst_index = len(settings.chains) - 1
+            src_name = settings.chains[index].name
+            name = mirror_name(src_name) or f"{src_name}.mirror"
+            settings.chains[dst_index].name = name if name not in names else f"{name}.001"
+            settings.chains[dst_index].tip_bone = other_tip
+        # Fetched after the add: items taken before it may be dangling.
+        ch: ReachChain = settings.chains[index]
+        dst: ReachChain = settings.chains[dst_index]
         for key in CHAIN_KEYS:
             setattr(dst, key, getattr(ch, key))
         dst.pole_angle = -ch.pole_angle
