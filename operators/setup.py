@@ -13,6 +13,7 @@ from bpy.types import Context, Operator
 
 from ..core.character import ChainSpec, SetupOptions, plan
 from ..core.humanoid import Humanoid, recognise
+from ..rig.body import set_up_body
 from ..rig.character import apply_plan, read_skeleton
 from ..rig.compat import classes_factory
 from ..rig.props import rig_settings
@@ -53,6 +54,11 @@ class REACH_OT_auto_setup(Operator):
         description="Hands and feet take their control's rotation (a Copy Rotation constraint on each)",
         default=True,
     )
+    full_body: BoolProperty(
+        name="Full Body",
+        description="Solve the character as one body: legs pinned, arms and head pulling the hips and spine along",
+        default=False,
+    )
     limits: BoolProperty(
         name="Joint Limits",
         description="Hinges on elbows and knees (bending as modelled), cones on shoulders, hips and spine",
@@ -88,10 +94,12 @@ class REACH_OT_auto_setup(Operator):
         parent = ""
         if self.parent == "ROOT" and found.root >= 0:
             parent = sk.info.names[found.root]
-        elif self.parent == "HIPS":
+        elif self.parent == "HIPS" and not self.full_body:  # Full Body moves the hips: controls stay put
             parent = sk.info.names[found.hips]
         made, kept = apply_plan(context, obj, sk, the_plan, new, self.controls, parent)
         text = summary(obj.name, found, the_plan.chains, new, options, len(made))
+        if self.full_body:
+            text += "; " + set_up_body(obj, sk.info.names[found.hips], [(sk.info.names[c.tip], c.name) for c in new])
         if kept:
             text += f"; kept the joint limits {kept} bone(s) already had"
         self.report({"INFO"}, "Reach IK: " + text)

@@ -12,16 +12,21 @@ alone, before the limbs are solved by their own solvers from where the body puts
 * a **pinned** anchor must stay within its limb's reach of its target (planted feet): a hard bound, never
   given up to a pull. Its bound is the limb's reach, or the distance it has now when that is already more
   (a pin the body cannot make worse);
-* a pulling anchor within its reach is a bound too, held with its own weight: conflicting pulls meet
-  where their weights balance.
+* a pulling anchor within its reach at the start (a *follower*: the other hand, the head) is a bound of
+  lower priority: the body keeps it within reach where that leaves the pulls beyond reach (the *leaders*)
+  free, and where it cannot, the leaders win. Leaders that conflict meet where their weights balance; a
+  leader's weight ramps from ``FOLLOW`` to its pull over the first ``LEAD_RAMP`` (times the body's size)
+  of excess.
 
-One iteration is a weighted, damped minimum-norm Gauss-Newton step on the active rows (the pulls beyond
-reach and every bound the step would cross), in a metric that says how readily each degree of freedom
-moves (root translation, root rotation, each spine bone: ``ROOT_MOVE``, ``ROOT_TURN``, ``SPINE_TURN``),
-followed by the spine's joint limits (``limits.apply_joint_limits`` on each bone's local rotation) and a
-line search that halves the step until no pin is worse off and the weighted excess went down. Where
-nothing pulls beyond reach no row is active and nothing moves: the body keeps its pose, and a target
-dragged a little past reach moves it a little (every step is a continuous function of the excess).
+One iteration is a damped minimum-norm Gauss-Newton step on the active rows (the pulls beyond reach and
+every bound the step would cross; followers only in what the pins and leaders leave free), in a metric
+that says how readily each degree of freedom moves (root translation, root rotation, each spine bone:
+``ROOT_MOVE``, ``ROOT_TURN``, ``SPINE_TURN``), followed by the spine's joint limits
+(``limits.apply_joint_limits`` on each bone's local rotation), a few corrections that put pins the step's
+second order carried past their bound back on it, and a line search (the whole step, then the pins' and
+leaders' part alone, halved) until the weighted excess goes down with no pin worse off. Where nothing
+pulls beyond reach no row is active and nothing moves: the body keeps its pose, and a target dragged a
+little past reach moves it a little.
 """
 
 from __future__ import annotations
@@ -45,12 +50,17 @@ SPINE_TURN: Final = 0.5
 """Cost of turning one spine bone by one radian: below the root's, so a reach bends the spine first."""
 PIN_WEIGHT: Final = 1e4
 """Weight of a bound's row next to a pull's (weight 1): bounds are kept whatever the pulls want."""
+FOLLOW: Final = 1e-3
+"""A leader's weight (times its pull) just past its reach, next to one far past: it gives way."""
+LEAD_RAMP: Final = 0.05
+"""Excess (times the body's size) over which a pull's weight ramps from ``FOLLOW`` up to its pull."""
 REACH_MARGIN: Final = 1e-6
 """The body brings a pulling anchor to within (1 - margin) of its reach (the limb then reaches exactly)."""
 MAX_TURN: Final = 0.35
 """Largest turn (radians) and move (times the body's size) of one iteration: Gauss-Newton's linear model
 holds within about this much."""
 _DAMPING: Final = 1e-9
+_FOLLOW_DAMPING: Final = 1e-4
 _HALVINGS: Final = 8
 _CORRECTIONS: Final = 3
 _SLACK: Final = 1e-9
@@ -203,15 +213,49 @@ def _anchor_points(heads: F64, frames: F64, bones: I64, offsets: F64) -> F64:
     return out
 
 
-def _step(jac: F64, over: F64, active: Bools, pinned: Bools, pull: F64, inv_metric: F64, size: float) -> F64:
-    """The weighted, damped minimum-norm step that puts each active row's distance on its bound."""
-    g = jac[active]
-    # Pins are hard; a pull within reach resists being pulled out of it by its own weight.
-    w = np.where(pinned[active], PIN_WEIGHT, pull[active])
-    gm = g * inv_metric
-    system = gm @ g.T
-    system[np.diag_indices_from(system)] += (_DAMPING * size * size + 1e-12) / w
-    out: F64 = gm.T @ np.linalg.solve(system, -over[active])
+def _solve_small(a: F64, b: F64) -> F64:
+    """(n, m) solution of a small symmetric positive definite system (damped, so no pivoting): Gauss-Jordan
+    by rows, a few numpy calls per row where `np.linalg.solve` costs ~50 us a call."""
+    n = a.shape[0]
+    m = np.concatenate([a, b.reshape(n, -1)], axis=1)
+    for k in range(n):
+        m[k] /= m[k, k]
+        col = m[:, k].copy()
+        col[k] = 0.0
+        m -= col[:, None] * m[k][None, :]
+    out: F64 = m[:, n:]
+    return out
+
+
+def _capped(delta: F64, size: float, move_root: bool) -> F64:
+    """`delta` scaled down to at most `MAX_TURN` of turn (radians) and of move (times the body's size)."""
+    shift = float(np.abs(delta[:3]).max()) / size if move_root else 0.0
+    turn = float(np.abs(delta[3:]).max(initial=0.0))
+    out: F64 = delta * min(1.0, MAX_TURN / max(shift, turn, 1e-300))
+    return out
+
+
+def _step(jac: F64, over: F64, first: Bools, second: Bools, weight: F64, inv_metric: F64, size: float) -> F64:
+    """The minimum-norm step (in the metric) that puts each row's distance on its bound: the `first` rows
+    (pins, leaders) exactly as far as they can go, the `second` (followers) only within what is left."""
+    root = np.sqrt(inv_metric)
+    g = jac * root  # scaled coordinates z = M^(1/2) delta: the metric becomes the identity
+    step = np.zeros(jac.shape[1])
+    null = None
+    if first.any():
+        gp = g[first]
+        system = gp @ gp.T
+        system[np.diag_indices_from(system)] += (_DAMPING * size * size + 1e-12) / weight[first]
+        solved = _solve_small(system, np.column_stack([-over[first], gp]))
+        step = gp.T @ solved[:, 0]
+        null = np.eye(jac.shape[1]) - gp.T @ solved[:, 1:]
+    if second.any():
+        gs = g[second]
+        a = gs if null is None else gs @ null
+        system = a @ a.T
+        system[np.diag_indices_from(system)] += _FOLLOW_DAMPING * size * size
+        step = step + a.T @ _solve_small(system, -over[second] - gs @ step)[:, 0]
+    out: F64 = step * root
     return out
 
 
@@ -263,6 +307,10 @@ def solve_body(problem: BodyProblem) -> BodyResult:
     metric[3:6] = ROOT_TURN
     metric[6:] = SPINE_TURN
     inv_metric = np.where(np.isfinite(metric), 1.0 / metric, 0.0)
+    # Leaders (beyond reach now) pull with their weight; followers hold on weakly (see the module's notes).
+    lead = np.clip(over / (LEAD_RAMP * size), FOLLOW, 1.0)
+    weight = np.where(pinned, PIN_WEIGHT, np.where(pull > 0.0, pull * lead, 0.0))
+    leaders = (pull > 0.0) & (over > p.tolerance)
     turns = body.turns[bones]  # (A, B): which body bones move each anchor
     limits = p.limits
     limited = limits is not None and n_b > 1 and bool(limits.use_cone[0, 1:].any() or limits.use_twist[0, 1:].any())
@@ -310,35 +358,35 @@ def solve_body(problem: BodyProblem) -> BodyResult:
     heads, frames = heads0, frames0
 
     def cost(over_now: F64) -> float:
-        return float(np.sum(pull * np.maximum(over_now, 0.0) ** 2))
+        return float(np.sum(np.where(pinned, 0.0, weight) * np.maximum(over_now, 0.0) ** 2))
 
     iterations = 0
     while iterations < p.max_iterations:
         iterations += 1
         jac = jacobian(_State(root_head, root_frame, heads, frames, d, dist, over))
-        pulling = (pull > 0.0) & (over > 0.0)
-        active = pulling | (part & (over > 0.0))
-
-        delta = _step(jac, over, active, pinned, pull, inv_metric, size)
+        first = (pinned & (over > 0.0)) | (leaders & (over > 0.0))
+        second = ~pinned & ~leaders & part & (over > 0.0)
+        delta = _step(jac, over, first, second, weight, inv_metric, size)
         # Bounds the step would cross join as rows (the active set), then the step is taken again.
         for _ in range(2):
             predicted = over + jac @ delta
-            crossing = part & ~active & (predicted > 0.0)
+            crossing = part & ~first & ~second & (predicted > 0.0)
             if not crossing.any():
                 break
-            active |= crossing
-            delta = _step(jac, over, active, pinned, pull, inv_metric, size)
-        shift = float(np.abs(delta[:3]).max()) / size if p.move_root else 0.0
-        turn = float(np.abs(delta[3:]).max(initial=0.0))
-        scale = min(1.0, MAX_TURN / max(shift, turn, 1e-300))
-        delta *= scale
-
+            first |= crossing & (pinned | leaders)
+            second |= crossing & ~(pinned | leaders)
+            delta = _step(jac, over, first, second, weight, inv_metric, size)
+        # The followers' part of a step may ask for more than the linear model holds: when the whole step
+        # does not pay, the pins' and leaders' part alone is tried (then halved).
+        lead_delta = _step(jac, over, first, np.zeros_like(second), weight, inv_metric, size) if second.any() else delta
+        trials = [_capped(delta, size, p.move_root)]
+        lead_capped = _capped(lead_delta, size, p.move_root)
+        trials += [lead_capped * 0.5**k for k in range(_HALVINGS)]
         before = cost(over)
         pins_before = np.where(pinned, np.maximum(over, 0.0), 0.0)
-        alpha = 1.0
         accepted = False
-        for _ in range(_HALVINGS):
-            state = move(root_head, root_frame, frames, delta * alpha)
+        for trial in trials:
+            state = move(root_head, root_frame, frames, trial)
             # The rows are first-order: a pin on its bound drifts past it by the step's second order. A few
             # corrections on the pins alone (the same minimum-norm step) bring it back.
             for _fix in range(_CORRECTIONS):
@@ -350,7 +398,7 @@ def solve_body(problem: BodyProblem) -> BodyResult:
                 gm = g * inv_metric
                 system = gm @ g.T
                 system[np.diag_indices_from(system)] += _DAMPING * size * size
-                correction = gm.T @ np.linalg.solve(system, -(state.over[late] - pins_before[late]))
+                correction = gm.T @ _solve_small(system, -(state.over[late] - pins_before[late]))[:, 0]
                 state = move(state.root_head, state.root_frame, state.frames, correction)
             pins_ok = bool((np.where(pinned, np.maximum(state.over, 0.0), 0.0) <= pins_before + _SLACK * size).all())
             if pins_ok and cost(state.over) < before:
@@ -358,11 +406,10 @@ def solve_body(problem: BodyProblem) -> BodyResult:
                 root_head, root_frame = state.root_head, state.root_frame
                 heads, frames, d, dist, over = state.heads, state.frames, state.d, state.dist, state.over
                 break
-            alpha *= 0.5
-        if not accepted or not bool(((over > enough) & (pull > 0.0)).any()):
+        if not accepted or not bool((leaders & (over > enough)).any()):
             break
     excess = np.maximum(dist - reach, 0.0)
-    short = bool(((pull > 0.0) & (over > enough)).any())
+    short = bool((leaders & (over > enough)).any())
     at_pin = bool((pinned & (over > -1e-6 * size)).any())
     moved = bool(np.abs(heads - heads0).max() > 0.0 or np.abs(frames - frames0).max() > 0.0)
     return BodyResult(heads, frames, iterations, excess, short and at_pin, moved)

@@ -1,0 +1,179 @@
+"""Full Body on the Blender side: the settings a solve reads, and the body root's home and written channels.
+
+The body root's *home* is where it stands when nothing pulls. A full-body solve writes the root's location
+and rotation channels, so the next solve cannot take them for the home. The rule is the FK store's
+(`rig/fk.py`): the home is the root's channels whenever they differ from what Reach IK last wrote there
+(animation, posing by hand, a script set them); while they still hold exactly what was written, it is the
+home stored when it wrote. Both live in the armature object (`_reach_ik_body`: home location, home rotation,
+written location, written rotation, float32, the rotation raw as its mode's channel holds it; and
+`_reach_ik_body_bone`, the root's name), so undo, save and reload carry them with the channels.
+"""
+
+from __future__ import annotations
+
+import bpy
+import numpy as np
+from numpy.typing import NDArray
+
+from ..core.body import body_root
+from ..core.model import BodySettings, Plan, Skeleton, Solved
+from . import anim, armature, fk
+from .props import rig_settings
+
+F32 = NDArray[np.float32]
+F64 = NDArray[np.float64]
+KEY = "_reach_ik_body"
+BONE_KEY = "_reach_ik_body_bone"
+HOME_LOC, HOME_ROT, WRITTEN_LOC, WRITTEN_ROT = slice(0, 3), slice(3, 7), slice(7, 10), slice(10, 14)
+WIDTH = 14
+
+# The home each rig's last snapshot used (session uid -> bone name, raw home values (7,)): the write
+# stores it with what it wrote.
+_homes: dict[int, tuple[str, F32]] = {}
+
+
+def _stored(obj: bpy.types.Object, name: str) -> F32 | None:
+    if obj.get(BONE_KEY) != name:
+        return None
+    view = fk.array_of(obj.get(KEY))
+    return None if view is None or view.shape[0] != WIDTH else np.array(view, dtype=np.float32)
+
+
+def _raw(channels: armature.Channels, b: int, mode: int) -> F32:
+    """(7,) the bone's location and raw rotation (its mode's channel, Euler padded) as the channels hold them."""
+    out = np.zeros(7, dtype=np.float32)
+    out[:3] = channels["location"][b]
+    out[3:] = fk.raw_rotations(channels, [b], [mode])[0]
+    return out
+
+
+def _animated(obj: bpy.types.Object, name: str) -> bool:
+    """Whether the bone's location or rotation is keyed (a bake then reads its home frame by frame)."""
+    ad = obj.animation_data
+    if ad is None or ad.action is None:
+        return False
+    prefix = f'pose.bones["{bpy.utils.escape_identifier(name)}"].'
+    return any(
+        fc.data_path.startswith(prefix) and fc.data_path[len(prefix) :].startswith(("location", "rotation"))
+        for fc in anim.all_fcurves(ad.action, obj)
+    )
+
+
+def settings(
+    obj: bpy.types.Object,
+    sk: Skeleton,
+    plan: Plan,
+    channels: armature.Channels | None = None,
+    modes: NDArray[np.int32] | None = None,
+    frames: int = 1,
+) -> BodySettings | None:
+    """Full Body as a solve of `obj` reads it (None when off). `frames` > 1: a bake, which takes a keyed body
+    root's home from each frame's pose."""
+    s = rig_settings(obj)
+    if not s.full_body:
+        return None
+    requested = sk.index.get(s.body_root, -1) if s.body_root else -1
+    missing = s.body_root if s.body_root and requested < 0 else ""
+    chains = s.chains
+    pins = {i: bool(ch.pin) for i, ch in enumerate(chains)}
+    pulls = {i: float(ch.pull) for i, ch in enumerate(chains)}
+    root = body_root(sk, plan.groups, requested)
+    home: F64 | None = None
+    if root >= 0:
+        name = sk.names[root]
+        if channels is None or "location" not in channels:
+            channels = armature.read_channels(obj, armature.ALL_CHANNELS)
+        mode = int((armature.rotation_mode_values(obj) if modes is None else modes)[root])
+        now = _raw(channels, root, mode)
+        stored = _stored(obj, name)
+        held = stored is not None and stored[WRITTEN_LOC].tobytes() + stored[WRITTEN_ROT].tobytes() == now.tobytes()
+        raw = np.concatenate([stored[HOME_LOC], stored[HOME_ROT]]) if held and stored is not None else now
+        _homes[obj.session_uid] = (name, raw)
+        if frames == 1 or not _animated(obj, name) or held:
+            home = np.eye(4)
+            home[:3, :3] = fk.basis_rotations(raw[None, 3:], [mode])[0] * channels["scale"][root].astype(np.float64)
+            home[:3, 3] = raw[:3]
+    return BodySettings(root=requested, pins=pins, pulls=pulls, home=home, missing=missing)
+
+
+def write(
+    obj: bpy.types.Object, sk: Skeleton, solved: Solved, channels: armature.Channels, modes: NDArray[np.int32]
+) -> set[str]:
+    """Put the body root's solved location into `channels` (its rotation is written with the chain bones'
+    rotations, before this) and store its home with what the channels now hold. Returns the channel names
+    that changed."""
+    if not solved.location_bones:
+        return set()
+    root = solved.location_bones[0]
+    if "location" not in channels:
+        channels["location"] = armature.read_channels(obj, (("location", 3),))["location"]
+    new = solved.location[0, 0]
+    old = channels["location"][root]
+    changed: set[str] = set()
+    if (np.abs(new - old) > 1e-6 + 8.0 * np.spacing(np.abs(old)).astype(np.float64)).any():
+        channels["location"][root] = new
+        changed.add("location")
+    name = sk.names[root]
+    home = _homes.get(obj.session_uid)
+    if home is None or home[0] != name:
+        return changed
+    row = np.zeros(WIDTH, dtype=np.float32)
+    row[HOME_LOC], row[HOME_ROT] = home[1][:3], home[1][3:]
+    written = _raw(channels, root, int(modes[root]))
+    row[WRITTEN_LOC], row[WRITTEN_ROT] = written[:3], written[3:]
+    stored = fk.array_of(obj.get(KEY))
+    if obj.get(BONE_KEY) != name:
+        obj[BONE_KEY] = name
+    if stored is not None and stored.shape[0] == WIDTH:
+        if stored.tobytes() != row.tobytes():
+            stored[:] = row
+    else:
+        obj[KEY] = row
+    return changed
+
+
+def release(obj: bpy.types.Object, channels: armature.Channels | None = None) -> set[str]:
+    """Full Body turned off: a body root still holding what a solve wrote goes back home; the store goes.
+    Returns the channel names changed in `channels` (the caller writes them)."""
+    name = obj.get(BONE_KEY)
+    if not isinstance(name, str):
+        return set()
+    stored = _stored(obj, name)
+    for key in (KEY, BONE_KEY):
+        if obj.get(key) is not None:
+            del obj[key]
+    _homes.pop(obj.session_uid, None)
+    pbs = obj.pose.bones
+    if stored is None or name not in pbs or channels is None:
+        return set()
+    b = pbs.find(name)
+    mode = int(armature.rotation_mode_values(obj)[b])
+    if "location" not in channels:
+        channels["location"] = armature.read_channels(obj, (("location", 3),))["location"]
+    now = _raw(channels, b, mode)
+    if stored[WRITTEN_LOC].tobytes() + stored[WRITTEN_ROT].tobytes() != now.tobytes():
+        return set()  # posed or keyed since: that is its pose now
+    channels["location"][b] = stored[HOME_LOC]
+    return {"location"} | fk.put_raw_rotations(channels, [b], [mode], stored[HOME_ROT][None])
+
+
+def forget(obj: bpy.types.Object) -> None:
+    """Drop the stored home (a bake keyed the body root: its keys are its pose now)."""
+    for key in (KEY, BONE_KEY):
+        if obj.get(key) is not None:
+            del obj[key]
+    _homes.pop(obj.session_uid, None)
+
+
+def set_up_body(obj: bpy.types.Object, hips: str, made: list[tuple[str, str]]) -> str:
+    """Full Body for a character the set-up just made chains for (`made`: (tip bone, planned name) of each):
+    legs pinned, every other chain pulling, the hips as the body root. Nothing moves: every control sits on
+    its chain's tip. Returns the report's words."""
+    s = rig_settings(obj)
+    s.body_root = hips
+    pinned = {tip for tip, name in made if name.startswith("leg.")}
+    for ch in s.chains:
+        if ch.tip_bone in pinned:
+            ch.pin = True
+    s.full_body = True
+    return f"Full Body: legs pinned, '{hips}' the body root"
