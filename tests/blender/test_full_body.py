@@ -149,3 +149,100 @@ def test_an_unreachable_pull_keeps_the_feet_planted_and_says_not_reached() -> No
     assert arm.is_valid and arm.residual > 0.1
     assert "not reached" in arm.message and "cannot reach further" in arm.message, arm.message
     assert all(np.isfinite(m).all() for m in _world_pose(obj).values())
+
+
+def test_the_panel_shows_full_body_and_each_chains_pin_and_pull() -> None:
+    from test_ui_panel import _draw, panel
+
+    obj, _hips = humanoid()
+    props = [t for m, t in _draw(panel.VIEW3D_PT_reach_ik) if m in ("prop", "prop_search")]
+    assert "full_body" in props and "Body Root" in props, props
+    obj.reach_ik.active_chain_index = next(i for i, c in enumerate(obj.reach_ik.chains) if c.name == "leg.L")
+    props = [t for m, t in _draw(panel.VIEW3D_PT_reach_ik_chains) if m == "prop"]
+    assert "pin" in props and "pull" in props, props
+    obj.reach_ik.full_body = False
+    props = [t for m, t in _draw(panel.VIEW3D_PT_reach_ik_chains) if m == "prop"]
+    assert "pin" not in props and "pull" not in props, "Pin and Pull show only with Full Body on"
+
+
+def _key_control(
+    obj: bpy.types.Object, ch: bpy.types.PropertyGroup, frames_and_places: list[tuple[int, np.ndarray]]
+) -> None:
+    pb = ch.target.pose.bones[ch.target_bone]
+    for frame, where in frames_and_places:
+        bpy.context.scene.frame_set(frame)
+        _move_control(obj, ch, where)
+        pb.keyframe_insert("location", frame=frame)
+
+
+def _play(obj: bpy.types.Object, hips: str, frames: range) -> list[dict[str, np.ndarray]]:
+    out = []
+    for f in frames:
+        bpy.context.scene.frame_set(f)
+        pose = _world_pose(obj)
+        out.append({"hips": pose[hips], "hand": _tip(obj, _chain(obj, "arm.L"))})
+    return out
+
+
+def test_bake_equals_live_playback_and_keys_the_body_root() -> None:
+    obj, hips = humanoid()
+    # Start From 'Rest': every frame's solve is a function of that frame alone. (From 'Current' a redundant
+    # chain, the spine, starts from the frame played before, which a bake solving all frames at once does not
+    # see: the README's Rendering section says so for every rig.)
+    obj.reach_ik.start_from = "REST"
+    arm = _chain(obj, "arm.L")
+    start = _control(obj, arm)
+    _key_control(obj, arm, [(1, start), (12, _past_reach(obj, "L", 0.2))])
+    frames = range(1, 13)
+    live = _play(obj, hips, frames)
+    assert np.linalg.norm(live[-1]["hips"][:3, 3] - live[0]["hips"][:3, 3]) > 1e-3, "the hips never moved live"
+    assert bpy.ops.reach.bake(frame_start=1, frame_end=12) == {"FINISHED"}
+    fcurves = {(fc.data_path, fc.array_index) for fc in anim_fcurves(obj)}
+    path = obj.pose.bones[hips].path_from_id("location")
+    assert {(path, i) for i in range(3)} <= fcurves, "the bake keyed the body root's location"
+    assert not any(ch.enabled for ch in obj.reach_ik.chains)
+    baked = _play(obj, hips, frames)
+    for f, a, b in zip(frames, live, baked, strict=True):
+        np.testing.assert_allclose(b["hips"], a["hips"], atol=2e-4, err_msg=f"frame {f}: baked hips differ from live")
+        np.testing.assert_allclose(b["hand"], a["hand"], atol=2e-4, err_msg=f"frame {f}: baked hand differs from live")
+
+
+def anim_fcurves(obj: bpy.types.Object) -> list[bpy.types.FCurve]:
+    import bpy_session
+
+    anim = bpy_session.submodule("rig.anim")
+    return list(anim.all_fcurves(obj.animation_data.action, obj))
+
+
+def test_left_and_right_are_mirror_symmetric() -> None:
+    flip = np.diag([-1.0, 1.0, 1.0])
+    results = []
+    for side in ("L", "R"):
+        bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
+        obj, hips = humanoid()
+        _move_control(obj, _chain(obj, f"arm.{side}"), _past_reach(obj, side, 0.15))
+        pose = _world_pose(obj)
+        results.append((pose[hips][:3, 3], {n: pose[n][:3, 3] for n in pose}))
+    (hips_l, pose_l), (hips_r, _pose_r) = results
+    np.testing.assert_allclose(hips_r, flip @ hips_l, atol=1e-4, err_msg="the hips move as the mirror image")
+    names = list(pose_l)
+    for n in names:
+        mirror = n.replace("Left", "\0").replace("Right", "Left").replace("\0", "Right")
+        mirror = mirror.replace(".L", "\0").replace(".R", ".L").replace("\0", ".R")
+        if mirror in _pose_r:
+            np.testing.assert_allclose(_pose_r[mirror], flip @ pose_l[n], atol=1e-3, err_msg=f"{n} vs {mirror}")
+
+
+def test_dragging_in_small_steps_moves_the_hips_continuously() -> None:
+    obj, hips = humanoid()
+    arm = _chain(obj, "arm.L")
+    start, end = _past_reach(obj, "L", -0.05), _past_reach(obj, "L", 0.25)
+    places = []
+    for t in np.linspace(0.0, 1.0, 31):
+        _move_control(obj, arm, start + (end - start) * t)
+        places.append(rigs.world_head(obj, hips))
+    steps = np.linalg.norm(np.diff(np.array(places), axis=0), axis=1)
+    drag = float(np.linalg.norm(end - start)) / 30
+    assert steps.max() <= 1.5 * drag, f"the hips jumped {steps.max():.4f} for a {drag:.4f} drag step"
+    assert steps[:5].max() < 1e-9, "within the arm's reach the hips stay still"
+    assert np.linalg.norm(places[-1] - places[0]) > 0.01
