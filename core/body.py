@@ -88,7 +88,13 @@ def root_location(work: Work, root: int) -> F64:
     m = work.matrices[:, [root]]
     parent = int(sk.parent[root])
     rel = m if parent < 0 else child_relative(work.matrices[:, [parent]], m, sk.scale_modes()[[root]])
-    basis = np.linalg.inv(sk.rest_rel4[root])[None, None] @ rel
+    # rest_rel4 is rigid (a rotation and a translation): its inverse in closed form (np.linalg.inv on one small
+    # matrix costs more than the whole write).
+    rest = sk.rest_rel4[root]
+    inv = np.eye(4)
+    inv[:3, :3] = rest[:3, :3].T
+    inv[:3, 3] = -rest[:3, :3].T @ rest[:3, 3]
+    basis = inv[None, None] @ rel
     out: F64 = basis[..., :3, 3]
     return out
 

@@ -61,8 +61,9 @@ MAX_TURN: Final = 0.35
 holds within about this much."""
 _DAMPING: Final = 1e-9
 _FOLLOW_DAMPING: Final = 1e-4
-_HALVINGS: Final = 8
+_HALVINGS: Final = 3
 _CORRECTIONS: Final = 3
+_STALL: Final = 1e-3
 _SLACK: Final = 1e-9
 """How far (times the body's size) a pin may end past its bound: rounding, far below any tolerance."""
 
@@ -382,7 +383,7 @@ def solve_body(problem: BodyProblem) -> BodyResult:
         trials = [_capped(delta, size, p.move_root)]
         lead_capped = _capped(lead_delta, size, p.move_root)
         trials += [lead_capped * 0.5**k for k in range(_HALVINGS)]
-        before = cost(over)
+        new_cost = before = cost(over)
         pins_before = np.where(pinned, np.maximum(over, 0.0), 0.0)
         accepted = False
         for trial in trials:
@@ -401,12 +402,16 @@ def solve_body(problem: BodyProblem) -> BodyResult:
                 correction = gm.T @ _solve_small(system, -(state.over[late] - pins_before[late]))[:, 0]
                 state = move(state.root_head, state.root_frame, state.frames, correction)
             pins_ok = bool((np.where(pinned, np.maximum(state.over, 0.0), 0.0) <= pins_before + _SLACK * size).all())
-            if pins_ok and cost(state.over) < before:
+            new_cost = cost(state.over)
+            if pins_ok and new_cost < before:
                 accepted = True
                 root_head, root_frame = state.root_head, state.root_frame
                 heads, frames, d, dist, over = state.heads, state.frames, state.d, state.dist, state.over
                 break
-        if not accepted or not bool((leaders & (over > enough)).any()):
+        # Done: the leaders are within reach, nothing paid, or a step brought them less than `_STALL` (times
+        # the body's size) nearer (pins or limits hold the body: this is the closest pose, to that much).
+        stalled = accepted and np.sqrt(before) - np.sqrt(new_cost) < _STALL * size
+        if not accepted or stalled or not bool((leaders & (over > enough)).any()):
             break
     excess = np.maximum(dist - reach, 0.0)
     short = bool((leaders & (over > enough)).any())

@@ -6,6 +6,9 @@ and on Rigify's human metarig.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import addon_utils
 import bpy
 import numpy as np
 import pytest
@@ -246,3 +249,38 @@ def test_dragging_in_small_steps_moves_the_hips_continuously() -> None:
     assert steps.max() <= 1.5 * drag, f"the hips jumped {steps.max():.4f} for a {drag:.4f} drag step"
     assert steps[:5].max() < 1e-9, "within the arm's reach the hips stay still"
     assert np.linalg.norm(places[-1] - places[0]) > 0.01
+
+
+@pytest.fixture
+def rigify() -> Iterator[None]:
+    mod = addon_utils.enable("rigify", default_set=True, handle_error=None)
+    if mod is None:
+        pytest.skip("the bundled rigify add-on cannot be enabled in this bpy build")
+    try:
+        yield
+    finally:
+        addon_utils.disable("rigify", default_set=True, handle_error=None)
+
+
+def test_rigify_metarig_reaches_with_its_body(rigify: None) -> None:
+    bpy.ops.object.armature_human_metarig_add()
+    obj = bpy.context.active_object
+    rigs.update()
+    before = _world_pose(obj)
+    assert bpy.ops.reach.auto_setup(full_body=True) == {"FINISHED"}
+    rigs.update()
+    after = _world_pose(obj)
+    assert max(float(np.abs(after[n] - before[n]).max()) for n in before) < 1e-5, "the set-up moved the pose"
+    hips = obj.reach_ik.body_root
+    assert hips == "spine", hips
+    hips_before = rigs.world_head(obj, hips)
+    # The metarig faces -Y with its left on +X, as the demo humanoids do.
+    for side in ("L", "R"):
+        arm = _chain(obj, f"arm.{side}")
+        goal = _past_reach(obj, side, 0.15)
+        _move_control(obj, arm, goal)
+        tol = obj.reach_ik.tolerance
+        miss = float(np.linalg.norm(_tip(obj, arm) - goal))
+        assert miss <= tol, f"{side}: the hand is {miss:.4f} from a target 0.15 past the straight arm ({arm.message})"
+        _feet_held(obj, tol)
+        assert np.linalg.norm(rigs.world_head(obj, hips) - hips_before) > 1e-3, "the hips did not move"
