@@ -284,3 +284,36 @@ def test_rigify_metarig_reaches_with_its_body(rigify: None) -> None:
         assert miss <= tol, f"{side}: the hand is {miss:.4f} from a target 0.15 past the straight arm ({arm.message})"
         _feet_held(obj, tol)
         assert np.linalg.norm(rigs.world_head(obj, hips) - hips_before) > 1e-3, "the hips did not move"
+
+
+@pytest.mark.parametrize("method", ["playback", "bake"])
+def test_a_render_plays_the_body_as_live_playback_and_puts_everything_back(method: str) -> None:
+    import bpy_session
+
+    render = bpy_session.submodule("rig.render")
+    obj, hips = humanoid()
+    obj.reach_ik.start_from = "REST"  # a function of the frame alone, so a batched bake matches playback too
+    arm = _chain(obj, "arm.L")
+    _key_control(obj, arm, [(1, _control(obj, arm)), (8, _past_reach(obj, "L", 0.2))])
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 8
+    live = _play(obj, hips, range(1, 9))
+    scene.frame_set(8)
+    channels = {pb.name: (tuple(pb.location), tuple(pb.rotation_quaternion)) for pb in obj.pose.bones}
+    store = np.array(obj["_reach_ik_body"]) if obj.get("_reach_ik_body") is not None else None
+    render.method = method
+    try:
+        render.prepare(scene)
+        try:
+            played = _play(obj, hips, range(1, 9))
+        finally:
+            render.restore()
+    finally:
+        render.method = "playback"
+    for f, a, b in zip(range(1, 9), live, played, strict=True):
+        np.testing.assert_allclose(b["hips"], a["hips"], atol=2e-4, err_msg=f"{method}, frame {f}: the hips")
+        np.testing.assert_allclose(b["hand"], a["hand"], atol=2e-4, err_msg=f"{method}, frame {f}: the hand")
+    after = {pb.name: (tuple(pb.location), tuple(pb.rotation_quaternion)) for pb in obj.pose.bones}
+    assert after == channels, "the render put every channel back"
+    if store is not None:
+        np.testing.assert_array_equal(np.array(obj["_reach_ik_body"]), store)
