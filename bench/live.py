@@ -343,6 +343,7 @@ def full_body_run(full_body: bool, rounds: int) -> dict[str, float]:
     return {
         "ms": 1e3 * statistics.median(times),
         "handler": 1e3 * statistics.median(handler),
+        "p90": 1e3 * sorted(handler)[int(0.9 * (len(handler) - 1))],  # the updates that pull the body hardest
         "hips": moved,
         "feet": worst,
     }

@@ -211,6 +211,13 @@ def _move_body(
     goals = np.stack([a[0] for a in aims], axis=1)  # (F, A, 3)
     starts = np.stack([a[1] for a in aims], axis=1)
     reach = np.stack([a[2] for a in aims], axis=1)  # (F, A)
+    # Frames where no pull lies beyond its limb's reach leave the body as it is (the common case while a
+    # drag stays within reach): no problem is built for them.
+    tolerance = float(snap.settings.tolerance) / space.scale
+    beyond = np.linalg.norm(goals - starts, axis=2) - reach > tolerance[:, None]
+    active = (beyond & (pull > 0.0) & ~pinned).any(axis=1)
+    if not active.any():
+        return False, np.zeros(f_count, dtype=bool)
     lim = snap.limits
     limits = None
     if lim.use_cone[bones[1:]].any() or lim.use_twist[bones[1:]].any():
@@ -233,7 +240,7 @@ def _move_body(
             ref_local[1:] = np.swapaxes(frames[par], 1, 2) @ work.rot[fi, actual] @ sk.rest_rel[bones[1:]]
         offsets = np.einsum("aji,aj->ai", frames[anchor_bones], starts[fi] - heads[anchor_bones])
         keep = usable[fi]
-        if not keep.any():
+        if not keep.any() or not active[fi]:
             continue
         problem = BodyProblem(
             parents=parents,
