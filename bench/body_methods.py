@@ -16,9 +16,10 @@ direction of the front half-space; feet pinned, the head and the other hand foll
   rigid distance constraints between them, pulls and pins as distance bounds (pins with infinite mass
   ratio), Gauss-Seidel projections.
 
-Reported per method: cases whose hand reaches (the target within the arm's reach after the body moved, to
-1e-4), the worst pin violation (distance past the leg's reach), the median time, and the largest hips jump
-for a 5 mm step of the target (continuity).
+Reported per method: cases whose pulled hands reach (the target within the arm's reach after the body
+moved, to 1e-4; all, one hand pulled, both hands pulled), the worst pin violation (distance past the leg's
+reach), the median distance the chains that were not pulled (the head, the other hand) end beyond their
+reach, the median time, and the largest hips jump for a 5 mm step of the target (continuity).
 
     .venv/bin/python bench/body_methods.py [--cases 200]
 """
@@ -187,23 +188,33 @@ def run(cases: int) -> None:
         right = shoulder_r + np.array([-v[0], v[1], v[2]]) * (ARM + beyond) if both else None
         setups.append((shoulder_l + v * (ARM + beyond), right))
     print(f"bench/body_methods.py: {cases} pulls past the straight arm (0.05/0.15/0.3 m), feet pinned, seeded")
-    print(f"{'method':12} {'reached':>8} {'worst pin':>10} {'median ms':>10} {'hips jump/5mm':>14}")
+    print(
+        f"{'method':12} {'reached':>8} {'one hand':>9} {'two hands':>9} {'worst pin':>10} {'followers':>9} "
+        f"{'median ms':>10} {'hips jump/5mm':>14}"
+    )
     for name, method in methods.items():
-        reached, pin, times = 0, 0.0, []
+        reached, pin, times, follow = [], 0.0, [], []
         for left, right in setups:
             p, points = problem(left, right)
             start = time.perf_counter()
             pts, _hips = method(p, points)
             times.append(time.perf_counter() - start)
             dist = np.linalg.norm(p.targets - pts, axis=1)
-            reached += int(dist[0] <= ARM + 1e-4 and (right is None or dist[1] <= ARM + 1e-4))
+            reached.append(dist[0] <= ARM + 1e-4 and (right is None or dist[1] <= ARM + 1e-4))
             pin = max(pin, float((dist[2:4] - LEG).max()))
+            # How far the chains that were not pulled (the head; the right hand when only the left pulls)
+            # end beyond their reach: what the pull cost them.
+            others = [4] if right is not None else [1, 4]
+            follow.append(float(np.maximum(dist[others] - np.asarray(p.reach)[others], 0.0).max()))
+        one = [r for r, (_l, right) in zip(reached, setups, strict=True) if right is None]
+        two = [r for r, (_l, right) in zip(reached, setups, strict=True) if right is not None]
         # Continuity: a drag in 5 mm steps from inside reach to 0.3 past it, straight ahead.
         way = np.array([0.3, -0.9, 0.1]) / np.linalg.norm([0.3, -0.9, 0.1])
         hips_path = [method(*problem(shoulder_l + way * (ARM - 0.05 + 0.005 * i)))[1] for i in range(71)]
         jump = float(np.linalg.norm(np.diff(np.array(hips_path), axis=0), axis=1).max())
         print(
-            f"{name:12} {100.0 * reached / len(setups):7.1f}% {pin:10.2e} "
+            f"{name:12} {100.0 * sum(reached) / len(reached):7.1f}% {100.0 * sum(one) / len(one):8.1f}% "
+            f"{100.0 * sum(two) / len(two):8.1f}% {pin:10.2e} {statistics.median(follow):9.4f} "
             f"{1e3 * statistics.median(times):10.3f} {jump:14.4f}"
         )
 

@@ -92,9 +92,11 @@ class REACH_OT_auto_setup(Operator):
             )
             return {"CANCELLED"}
         parent = ""
-        if self.parent == "ROOT" and found.root >= 0:
+        # Full Body moves the hips: controls never hang from them then (the root instead).
+        hips = self.parent == "HIPS" and not self.full_body
+        if self.parent != "NONE" and not hips and found.root >= 0:
             parent = sk.info.names[found.root]
-        elif self.parent == "HIPS" and not self.full_body:  # Full Body moves the hips: controls stay put
+        elif hips:
             parent = sk.info.names[found.hips]
         made, kept = apply_plan(context, obj, sk, the_plan, new, self.controls, parent)
         text = summary(obj.name, found, the_plan.chains, new, options, len(made))
