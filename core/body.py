@@ -207,6 +207,11 @@ def _move_body(
     anchor_bones = np.array([index[_body_parent(sk, c.bones[0], index)] for c in anchors], dtype=np.int64)
     pinned = np.array([settings.pins.get(c.index, False) for c in anchors])
     pull = np.array([max(0.0, settings.pulls.get(c.index, 1.0)) * max(c.weight, 0.0) for c in anchors])
+    # A chain blended toward its FK pose (Influence below 1) pulls the body only as much as it is IK.
+    influence = np.ones((f_count, len(anchors)))
+    for k, c in enumerate(anchors):
+        if c.index in inputs.influence:
+            influence[:, k] = np.clip(inputs.influence[c.index], 0.0, 1.0)
     aims = [_aim(work, space, inputs, c) for c in anchors]
     goals = np.stack([a[0] for a in aims], axis=1)  # (F, A, 3)
     starts = np.stack([a[1] for a in aims], axis=1)
@@ -215,7 +220,7 @@ def _move_body(
     # drag stays within reach): no problem is built for them.
     tolerance = float(snap.settings.tolerance) / space.scale
     beyond = np.linalg.norm(goals - starts, axis=2) - reach > tolerance[:, None]
-    active = (beyond & (pull > 0.0) & ~pinned).any(axis=1)
+    active = (beyond & (pull * influence > 0.0) & ~pinned).any(axis=1)
     if not active.any():
         return False, np.zeros(f_count, dtype=bool)
     lim = snap.limits
@@ -251,7 +256,7 @@ def _move_body(
             anchor_offsets=offsets[keep],
             reach=reach[fi, keep],
             targets=goals[fi, keep],
-            pull=pull[keep],
+            pull=(pull * influence[fi])[keep],
             pinned=pinned[keep],
             limits=limits,
             move_root=move_root,

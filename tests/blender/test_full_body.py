@@ -317,3 +317,21 @@ def test_a_render_plays_the_body_as_live_playback_and_puts_everything_back(metho
     assert after == channels, "the render put every channel back"
     if store is not None:
         np.testing.assert_array_equal(np.array(obj["_reach_ik_body"]), store)
+
+
+def test_turning_full_body_off_puts_the_hips_home_and_influence_zero_pulls_nothing() -> None:
+    obj, hips = humanoid()
+    home = rigs.world_head(obj, hips)
+    arm = _chain(obj, "arm.L")
+    _move_control(obj, arm, _past_reach(obj, "L", 0.15))
+    assert np.linalg.norm(rigs.world_head(obj, hips) - home) > 1e-3
+    arm.influence = 0.0  # the arm shows its FK pose: it pulls nothing
+    rigs.update()
+    np.testing.assert_allclose(rigs.world_head(obj, hips), home, atol=1e-6)
+    arm.influence = 1.0
+    rigs.update()
+    assert np.linalg.norm(rigs.world_head(obj, hips) - home) > 1e-3
+    obj.reach_ik.full_body = False
+    rigs.update()
+    np.testing.assert_allclose(rigs.world_head(obj, hips), home, atol=1e-6, err_msg="the hips went home")
+    assert obj.get("_reach_ik_body") is None, "the body's store goes with Full Body"
