@@ -59,12 +59,14 @@ def _arm_length(obj: bpy.types.Object, ch: bpy.types.PropertyGroup) -> float:
     return total
 
 
-def humanoid(full_body: bool = True, convention: str = "mixamo") -> tuple[bpy.types.Object, str]:
+def humanoid(
+    full_body: bool = True, convention: str = "mixamo", scale: float = 1.0, controls: str = "BONE"
+) -> tuple[bpy.types.Object, str]:
     """The one-click humanoid with Full Body; returns it and its hips' name."""
-    obj = demo_rigs.humanoid(convention)
+    obj = demo_rigs.humanoid(convention, scale=scale)
     rigs.update()
     bpy.context.view_layer.objects.active = obj
-    assert bpy.ops.reach.auto_setup(full_body=full_body) == {"FINISHED"}
+    assert bpy.ops.reach.auto_setup(full_body=full_body, controls=controls) == {"FINISHED"}
     rigs.update()
     return obj, obj.reach_ik.body_root or obj.pose.bones[0].name
 
@@ -335,3 +337,21 @@ def test_turning_full_body_off_puts_the_hips_home_and_influence_zero_pulls_nothi
     rigs.update()
     np.testing.assert_allclose(rigs.world_head(obj, hips), home, atol=1e-6, err_msg="the hips went home")
     assert obj.get("_reach_ik_body") is None, "the body's store goes with Full Body"
+
+
+@pytest.mark.parametrize(
+    ("convention", "scale", "controls"),
+    [("unreal", 0.01, "BONE"), ("daz", 1.0, "BONE"), ("cc", 0.01, "EMPTY"), ("generic_lr", 1.0, "EMPTY")],
+)
+def test_other_conventions_scales_and_empty_controls(convention: str, scale: float, controls: str) -> None:
+    """Centimetre rigs under a 0.01 object scale, Daz's twist bones (CCD limbs), Empties as controls."""
+    obj, hips = humanoid(convention=convention, scale=scale, controls=controls)
+    hips_before = rigs.world_head(obj, hips)
+    arm = _chain(obj, "arm.L")
+    goal = _past_reach(obj, "L", 0.15)
+    _move_control(obj, arm, goal)
+    tol = obj.reach_ik.tolerance
+    miss = float(np.linalg.norm(_tip(obj, arm) - goal))
+    assert miss <= tol, f"{convention}: the hand is {miss:.4f} from a target 0.15 past the straight arm ({arm.message})"
+    _feet_held(obj, tol)
+    assert np.linalg.norm(rigs.world_head(obj, hips) - hips_before) > 1e-3, "the hips did not move"
