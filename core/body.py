@@ -135,6 +135,16 @@ def solve_levels(
     root = body_root(sk, groups, settings.root)
     if root < 0 or any(root in g.bones for g in groups):
         levels(snap, work, groups, inputs, space, report, smooth, dropped)
+        if root >= 0:
+            owner = next(c.name for g in groups for c in g.chains if root in c.bones)
+            note = f"Full Body: the Body Root '{sk.names[root]}' is a bone of chain '{owner}'; chains solved one by one"
+        else:
+            note = "Full Body: the chains share no bone above them to move the body with; chains solved one by one"
+        for g in groups:
+            for c in g.chains:
+                out = report.outcomes.get(c.index)
+                if out is not None and out.valid and not out.message:
+                    out.message = note
         return -1
     below = _subtree(sk, root)
     inside = [g for g in groups if g.bones[0] in below]

@@ -355,3 +355,14 @@ def test_other_conventions_scales_and_empty_controls(convention: str, scale: flo
     assert miss <= tol, f"{convention}: the hand is {miss:.4f} from a target 0.15 past the straight arm ({arm.message})"
     _feet_held(obj, tol)
     assert np.linalg.norm(rigs.world_head(obj, hips) - hips_before) > 1e-3, "the hips did not move"
+
+
+def test_a_body_root_inside_a_chain_solves_chain_by_chain_and_says_so() -> None:
+    obj, _hips = humanoid()
+    spine = _chain(obj, "spine")
+    obj.reach_ik.body_root = spine.tip_bone  # the chest: a bone the spine chain solves
+    rigs.update()
+    arm = _chain(obj, "arm.L")
+    _move_control(obj, arm, _past_reach(obj, "L", 0.15))
+    assert arm.is_valid and arm.residual > 0.1
+    assert "is a bone of chain 'spine'" in _chain(obj, "leg.L").message
