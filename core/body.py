@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..solvers.body import BodyProblem, BodyResult, solve_body
-from ..solvers.limits import JointLimits
 from ..solvers.rotations import norms
-from .kinematics import Space, Work, chain_arrays, child_pose, child_relative
+from .checks import cached_limits
+from .kinematics import Space, Work, child_pose, child_relative
 from .model import F64, ChainOutcome, ChainPlan, Group, Inputs, RigReport, Skeleton, Snapshot
 
 Levels = Callable[[Snapshot, Work, list[Group], Inputs, Space, RigReport, bool, Sequence[Group]], None]
@@ -99,22 +99,37 @@ def root_location(work: Work, root: int) -> F64:
     return out
 
 
-def _aim(work: Work, space: Space, inputs: Inputs, c: ChainPlan) -> tuple[F64, F64, F64]:
-    """(F, 3) where the chain's effector must go, (F, 3) its root's head and (F,) its reach, armature space."""
-    goal = space.points(inputs.targets[c.index])
-    if c.use_target_rotation:
-        tip = c.bones[-1]
-        rot = space.rotations(inputs.targets[c.index])
-        off = np.einsum("fji,fj->fi", work.rot[:, tip], work.tails([tip])[:, 0] - work.heads()[:, tip])
-        goal = goal - np.einsum("fij,fj->fi", rot, off)
-        rows, ends = c.bones[:-1], [tip]
-    else:
-        rows, ends = c.bones, None
-    if not rows:
-        return goal, work.heads()[:, c.bones[0]], np.zeros(goal.shape[0])
-    positions, _frames, offsets, _ref, _base = chain_arrays(work, [rows], ends)
-    reach = norms(offsets).sum(axis=1) * (c.stretch if c.carriers is not None else 1.0)
-    return goal, positions[:, 0], reach
+def _aims(work: Work, space: Space, inputs: Inputs, chains: list[ChainPlan]) -> tuple[F64, F64, F64]:
+    """(F, A, 3) where each chain's effector must go, (F, A, 3) its root's head and (F, A) its reach, armature
+    space, for every chain at once (a few numpy calls whatever their number: this runs on every update)."""
+    goals = space.points_of(np.stack([inputs.targets[c.index] for c in chains], axis=1))
+    starts = work.heads()[:, [c.bones[0] for c in chains]]
+    # Each chain's joints: its rows' heads, then its last row's tail (or, with Use Target Rotation, the tip's
+    # head: the rows reach for where the tip's head must be). Rows of `both` index heads, then tails.
+    b_count = work.matrices.shape[1]
+    joints: list[int] = []
+    firsts: list[int] = []
+    for c in chains:
+        rows = c.bones[:-1] if c.use_target_rotation else c.bones
+        firsts.append(len(joints))
+        joints += rows
+        joints.append(c.bones[-1] if c.use_target_rotation else b_count + rows[-1] if rows else c.bones[0])
+    both = np.concatenate([work.heads(), work.tails(range(b_count))], axis=1)[:, joints]
+    seg = np.linalg.norm(np.diff(both, axis=1), axis=2)  # (F, joints - 1); one per chain crosses to the next
+    walked = np.concatenate([np.zeros((seg.shape[0], 1)), np.cumsum(seg, axis=1)], axis=1)
+    lasts = np.array([*firsts[1:], len(joints)]) - 1
+    reach = walked[:, lasts] - walked[:, firsts]
+    stretch = np.array([c.stretch if c.carriers is not None else 1.0 for c in chains])
+    reach = reach * stretch
+    for k, c in enumerate(chains):
+        if c.use_target_rotation:
+            tip = c.bones[-1]
+            rot = space.rotations(inputs.targets[c.index])
+            off = np.einsum("fji,fj->fi", work.rot[:, tip], work.tails([tip])[:, 0] - work.heads()[:, tip])
+            goals[:, k] = goals[:, k] - np.einsum("fij,fj->fi", rot, off)
+            if len(c.bones) == 1:
+                reach[:, k] = 0.0  # nothing left to reach with
+    return goals, starts, reach
 
 
 def solve_levels(
@@ -222,10 +237,7 @@ def _move_body(
     for k, c in enumerate(anchors):
         if c.index in inputs.influence:
             influence[:, k] = np.clip(inputs.influence[c.index], 0.0, 1.0)
-    aims = [_aim(work, space, inputs, c) for c in anchors]
-    goals = np.stack([a[0] for a in aims], axis=1)  # (F, A, 3)
-    starts = np.stack([a[1] for a in aims], axis=1)
-    reach = np.stack([a[2] for a in aims], axis=1)  # (F, A)
+    goals, starts, reach = _aims(work, space, inputs, anchors)  # (F, A, 3), (F, A, 3), (F, A)
     # Frames where no pull lies beyond its limb's reach leave the body as it is (the common case while a
     # drag stays within reach): no problem is built for them.
     tolerance = float(snap.settings.tolerance) / space.scale
@@ -233,12 +245,7 @@ def _move_body(
     active = (beyond & (pull * influence > 0.0) & ~pinned).any(axis=1)
     if not active.any():
         return False, np.zeros(f_count, dtype=bool)
-    lim = snap.limits
-    limits = None
-    if lim.use_cone[bones[1:]].any() or lim.use_twist[bones[1:]].any():
-        limits = JointLimits(
-            lim.cone[bones][None], lim.use_cone[bones][None], lim.twist[bones][None], lim.use_twist[bones][None]
-        )
+    limits = cached_limits(snap, [bones])
     move_root = not bool(sk.connected[root]) if sk.connected.shape[0] else True
     out_heads = work.heads()[:, bones].copy()
     out_frames = work.rot[:, bones].copy()

@@ -31,6 +31,7 @@ little past reach moves it a little.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -38,7 +39,7 @@ import numpy as np
 
 from .arrays import F64, I64, Bools
 from .limits import JointLimits, apply_joint_limits
-from .rotations import cross, rotvec_matrix
+from .rotations import cross, minimal_rotation, rotvec_matrix
 
 BODY_ITERATIONS: Final = 12
 """Gauss-Newton iterations at most (3-6 are typical: the rows are exact distances)."""
@@ -228,6 +229,32 @@ def _solve_small(a: F64, b: F64) -> F64:
     return out
 
 
+def _radial_cone(ref: F64, local: F64, cone: F64, use_cone: Bools) -> F64:
+    """`local` frames whose Y axis lies outside its elliptical cone (about `ref`) turned back into it along
+    the same azimuth (a hair inside the boundary), so `apply_joint_limits` finds them inside and skips its
+    exact nearest-point search (~0.4 ms a bone here, a third of a body solve). Inside the limits as well,
+    and continuous, though not the nearest point: the body stage only needs its poses inside the limits."""
+    rel = np.swapaxes(ref, 1, 2) @ local
+    x, y, z = rel[:, 0, 1], rel[:, 1, 1], rel[:, 2, 1]
+    rho = np.sqrt(x * x + z * z)
+    theta = np.arctan2(rho, y)
+    a = np.where(x >= 0.0, cone[:, 3], cone[:, 2])  # right, left (limits.RIGHT, limits.LEFT)
+    b = np.where(z >= 0.0, cone[:, 0], cone[:, 1])  # up, down
+    q = np.sqrt((x / np.maximum(a, 1e-150)) ** 2 + (z / np.maximum(b, 1e-150)) ** 2)
+    most = rho / np.maximum(q, 1e-300) * (1.0 - 1e-9)
+    # Straight backward (rho ~ 0 with theta ~ pi) has no azimuth: left to the exact clamp.
+    out_rows = use_cone & (theta > most) & (rho > 1e-9)
+    if not out_rows.any():
+        return local
+    idx = np.flatnonzero(out_rows)
+    old = rel[idx, :, 1]
+    s_new = np.sin(most[idx]) / rho[idx]
+    new = np.stack([x[idx] * s_new, np.cos(most[idx]), z[idx] * s_new], axis=1)
+    out = local.copy()
+    out[idx] = ref[idx] @ (minimal_rotation(old, new) @ rel[idx])
+    return out
+
+
 def _capped(delta: F64, size: float, move_root: bool) -> F64:
     """`delta` scaled down to at most `MAX_TURN` of turn (radians) and of move (times the body's size)."""
     shift = float(np.abs(delta[:3]).max()) / size if move_root else 0.0
@@ -341,6 +368,7 @@ def solve_body(problem: BodyProblem) -> BodyResult:
         par = body.parents[1:]
         local = np.swapaxes(world[par], 1, 2) @ world[1:]
         if limited and limits is not None:
+            local = _radial_cone(p.ref_local[1:], local, limits.cone[0, 1:], limits.use_cone[0, 1:])
             local = apply_joint_limits(
                 p.ref_local[1:],
                 local,
@@ -379,14 +407,22 @@ def solve_body(problem: BodyProblem) -> BodyResult:
             delta = _step(jac, over, first, second, weight, inv_metric, size)
         # The followers' part of a step may ask for more than the linear model holds: when the whole step
         # does not pay, the pins' and leaders' part alone is tried (then halved).
-        lead_delta = _step(jac, over, first, np.zeros_like(second), weight, inv_metric, size) if second.any() else delta
-        trials = [_capped(delta, size, p.move_root)]
-        lead_capped = _capped(lead_delta, size, p.move_root)
-        trials += [lead_capped * 0.5**k for k in range(_HALVINGS)]
+        full = _capped(delta, size, p.move_root)
+
+        def trials(
+            full: F64 = full, first: Bools = first, second: Bools = second, jac: F64 = jac, over: F64 = over
+        ) -> Iterator[F64]:
+            """The whole step, then the pins' and leaders' part alone (worked out only if needed), halved."""
+            yield full
+            lead = _step(jac, over, first, np.zeros_like(second), weight, inv_metric, size) if second.any() else full
+            lead = _capped(lead, size, p.move_root)
+            for k in range(_HALVINGS):
+                yield lead * 0.5**k
+
         new_cost = before = cost(over)
         pins_before = np.where(pinned, np.maximum(over, 0.0), 0.0)
         accepted = False
-        for trial in trials:
+        for trial in trials():
             state = move(root_head, root_frame, frames, trial)
             # The rows are first-order: a pin on its bound drifts past it by the step's second order. A few
             # corrections on the pins alone (the same minimum-norm step) bring it back.
