@@ -24,6 +24,7 @@ import numpy as np
 
 from ..solvers.body import BodyProblem, BodyResult, solve_body
 from ..solvers.rotations import norms
+from .batch import with_local_targets
 from .checks import cached_limits
 from .kinematics import Space, Work, child_pose, child_relative
 from .model import F64, ChainOutcome, ChainPlan, Group, Inputs, RigReport, Skeleton, Snapshot
@@ -184,7 +185,9 @@ def solve_levels(
     moved = False
     blocked = np.zeros(work.matrices.shape[0], dtype=bool)
     if anchors and len(limbs):
-        moved, blocked = _move_body(snap, work, bones, index, anchors, inputs, space, root)
+        # Control bones of this rig where the working pose has them (a control below a chain solved above).
+        here = with_local_targets(work, inputs, limbs)
+        moved, blocked = _move_body(snap, work, bones, index, anchors, here, space, root)
     if moved:
         work.propagate()
         _body_chain_outcomes(work, body_groups, inputs, space, report, float(snap.settings.tolerance))
