@@ -12,7 +12,7 @@ targets: no handler at all, a do-nothing `depsgraph_update_post` handler, and a 
 pose with foreach_get, writes one rotation channel with foreach_set and tags the armature (Reach's tag) so
 Blender re-evaluates the pose, against Blender's IK constraint.
 
-    .venv/bin/python bench/live.py [--rounds 40] [--repeats 3] [--floor] [--only a,a1,b] [--full-body]
+    .venv/bin/python bench/live.py [--rounds 40] [--repeats 3] [--floor] [--only a,a1,b]
 """
 
 from __future__ import annotations
@@ -350,7 +350,10 @@ def full_body_run(full_body: bool, rounds: int) -> dict[str, float]:
 
 
 def full_body(rounds: int, repeats: int) -> None:
-    """Full Body on and off on the same drag, alternating runs in one process; the best run of each."""
+    """Full Body on and off on the same drag, alternating runs in one process; the best run of each.
+
+    .venv/bin/python bench/live.py --full-body [--rounds 40] [--repeats 3]
+    """
     print("Full Body (#34): the set-up humanoid, both hands dragged past reach, feet pinned, head")
     runs = [(full_body_run(True, rounds), full_body_run(False, rounds)) for _ in range(repeats)]
     on = min((r[0] for r in runs), key=lambda r: r["ms"])
@@ -370,9 +373,9 @@ def main() -> None:
     parser.add_argument(
         "--repeats", type=int, default=3, help="runs of each side, alternating; the best of each is compared"
     )
+    parser.add_argument("--full-body", action="store_true", help="only Full Body on and off (#34; full_body())")
     parser.add_argument("--floor", action="store_true", help="the cost of a Python handler that does not solve")
     parser.add_argument("--idle", action="store_true", help="only the idle cost per rig (1, 10, 50 rigs)")
-    parser.add_argument("--full-body", action="store_true", help="only Full Body on and off (#34)")
     parser.add_argument("--only", default="", help="the cases to run, by their letters: a,a1,a2,b,c (default: all)")
     args = parser.parse_args()
     bpy_session.enable_addon()
