@@ -66,21 +66,36 @@ def _subtree(sk: Skeleton, root: int) -> set[int]:
     return below
 
 
-def _place_home(work: Work, root: int, home: F64 | None) -> None:
-    """Put the root at its home (its basis matrix; None: as read) and carry everything below it."""
+def _place_home(work: Work, root: int, location: F64 | None, rotation: F64 | None) -> None:
+    """Put the root at its home (its location channel and basis rotation; None: each as the pose has it) and
+    mark it solved (its channels are written and keyed like the chain bones')."""
     sk = work.sk
-    f = work.matrices.shape[0]
-    if home is None:
-        work.set_bones([root], work.rot[:, [root]].copy(), work.heads()[:, [root]].copy())
+    if location is not None or rotation is not None:
+        parent = int(sk.parent[root])
+        modes = sk.scale_modes()[[root]]
+        m = work.matrices[:, [root]]
+        rel = m if parent < 0 else child_relative(work.matrices[:, [parent]], m, modes)
+        basis = _rigid_inverse(sk.rest_rel4[root])[None, None] @ rel  # (F, 1, 4, 4): T @ R @ S
+        scale = np.linalg.norm(basis[..., :3, :3], axis=-2, keepdims=True)
+        if rotation is not None:
+            basis[..., :3, :3] = rotation * scale
+        if location is not None:
+            basis[..., :3, 3] = location
+        rel = sk.rest_rel4[root][None, None] @ basis
+        mats = rel if parent < 0 else child_pose(work.matrices[:, [parent]], rel, modes)
+        rot = mats[..., :3, :3] / np.maximum(np.linalg.norm(mats[..., :3, :3], axis=-2, keepdims=True), 1e-300)
+        work.set_bones([root], rot, mats[..., :3, 3])
         return
-    rel = np.broadcast_to(sk.rest_rel4[root] @ home, (f, 4, 4))[:, None]
-    parent = int(sk.parent[root])
-    if parent >= 0:
-        mats = child_pose(work.matrices[:, [parent]], rel.copy(), sk.scale_modes()[[root]])
-    else:
-        mats = rel.copy()
-    rot = mats[..., :3, :3] / np.maximum(np.linalg.norm(mats[..., :3, :3], axis=-2, keepdims=True), 1e-300)
-    work.set_bones([root], rot, mats[..., :3, 3])
+    work.set_bones([root], work.rot[:, [root]].copy(), work.heads()[:, [root]].copy())
+
+
+def _rigid_inverse(m: F64) -> F64:
+    """The inverse of a rigid (rotation and translation) 4x4 matrix, in closed form (np.linalg.inv on one
+    small matrix costs more than the whole write)."""
+    inv = np.eye(4)
+    inv[:3, :3] = m[:3, :3].T
+    inv[:3, 3] = -m[:3, :3].T @ m[:3, 3]
+    return inv
 
 
 def root_location(work: Work, root: int) -> F64:
@@ -89,13 +104,7 @@ def root_location(work: Work, root: int) -> F64:
     m = work.matrices[:, [root]]
     parent = int(sk.parent[root])
     rel = m if parent < 0 else child_relative(work.matrices[:, [parent]], m, sk.scale_modes()[[root]])
-    # rest_rel4 is rigid (a rotation and a translation): its inverse in closed form (np.linalg.inv on one small
-    # matrix costs more than the whole write).
-    rest = sk.rest_rel4[root]
-    inv = np.eye(4)
-    inv[:3, :3] = rest[:3, :3].T
-    inv[:3, 3] = -rest[:3, :3].T @ rest[:3, 3]
-    basis = inv[None, None] @ rel
+    basis = _rigid_inverse(sk.rest_rel4[root])[None, None] @ rel
     out: F64 = basis[..., :3, 3]
     return out
 
@@ -168,7 +177,7 @@ def solve_levels(
     if outside:
         levels(snap, work, outside, inputs, space, report, smooth, dropped)
         work.propagate()
-    _place_home(work, root, settings.home)
+    _place_home(work, root, settings.home_location, settings.home_rotation)
     work.propagate()
     carriers = {a for g in inside for c in g.chains for a in sk.ancestors(c.bones[0])}
     body_groups = [g for g in inside if any(b in carriers for b in g.bones)]

@@ -153,8 +153,10 @@ class BodySettings:
     root: int  # the body root bone (-1: the lowest common ancestor of the chains)
     pins: dict[int, bool]  # chain index -> Pin
     pulls: dict[int, float]  # chain index -> Pull (0..1)
-    # The body root's home (4, 4) matrix_basis: where it stands when nothing pulls (None: its pose as read).
-    home: F64 | None = None
+    # The body root's home, where it stands when nothing pulls: its location channel (3,) and its rotation
+    # (3, 3) as a basis rotation; None: as in the pose read (a keyed channel in a bake: each frame's own).
+    home_location: F64 | None = None
+    home_rotation: F64 | None = None
     missing: str = ""  # a Body Root name that names no bone (the lowest common ancestor is used)
 
 

@@ -47,16 +47,25 @@ def _raw(channels: armature.Channels, b: int, mode: int) -> F32:
     return out
 
 
-def _animated(obj: bpy.types.Object, name: str) -> bool:
-    """Whether the bone's location or rotation is keyed (a bake then reads its home frame by frame)."""
+_keyed: dict[tuple[int, str], tuple[tuple[int, int], tuple[bool, bool]]] = {}
+
+
+def _animated(obj: bpy.types.Object, name: str) -> tuple[bool, bool]:
+    """Whether the bone's location, and its rotation, are keyed. Asked on every update: the answer is kept
+    while the action and its number of curves stay the same."""
     ad = obj.animation_data
     if ad is None or ad.action is None:
-        return False
+        return False, False
+    curves = anim.all_fcurves(ad.action, obj)
+    stamp = (ad.action.as_pointer(), len(curves))
+    hit = _keyed.get((obj.session_uid, name))
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
     prefix = f'pose.bones["{bpy.utils.escape_identifier(name)}"].'
-    return any(
-        fc.data_path.startswith(prefix) and fc.data_path[len(prefix) :].startswith(("location", "rotation"))
-        for fc in anim.all_fcurves(ad.action, obj)
-    )
+    paths = {fc.data_path[len(prefix) :] for fc in curves if fc.data_path.startswith(prefix)}
+    keyed = ("location" in paths, any(p.startswith("rotation") for p in paths))
+    _keyed[(obj.session_uid, name)] = (stamp, keyed)
+    return keyed
 
 
 def settings(
@@ -65,10 +74,10 @@ def settings(
     plan: Plan,
     channels: armature.Channels | None = None,
     modes: NDArray[np.int32] | None = None,
-    frames: int = 1,
+    bake: bool = False,
 ) -> BodySettings | None:
-    """Full Body as a solve of `obj` reads it (None when off). `frames` > 1: a bake, which takes a keyed body
-    root's home from each frame's pose."""
+    """Full Body as a solve of `obj` reads it (None when off). `bake`: the solve covers other frames than the
+    current one (a bake), where a keyed location or rotation of the body root is each frame's own."""
     s = rig_settings(obj)
     if not s.full_body:
         return None
@@ -78,7 +87,8 @@ def settings(
     pins = {i: bool(ch.pin) for i, ch in enumerate(chains)}
     pulls = {i: float(ch.pull) for i, ch in enumerate(chains)}
     root = body_root(sk, plan.groups, requested)
-    home: F64 | None = None
+    location: F64 | None = None
+    rotation: F64 | None = None
     if root >= 0:
         name = sk.names[root]
         if channels is None or "location" not in channels:
@@ -86,14 +96,28 @@ def settings(
         mode = int((armature.rotation_mode_values(obj) if modes is None else modes)[root])
         now = _raw(channels, root, mode)
         stored = _stored(obj, name)
-        held = stored is not None and stored[WRITTEN_LOC].tobytes() + stored[WRITTEN_ROT].tobytes() == now.tobytes()
-        raw = np.concatenate([stored[HOME_LOC], stored[HOME_ROT]]) if held and stored is not None else now
+        # Location and rotation each: the stored home while the channel holds what was written, else the
+        # channel itself (the FK store's rule, per channel: a keyed location under a rotation only solves set).
+        raw = now.copy()
+        held = [False, False]
+        if stored is not None:
+            for k, (home, written, part) in enumerate(
+                ((HOME_LOC, WRITTEN_LOC, slice(0, 3)), (HOME_ROT, WRITTEN_ROT, slice(3, 7)))
+            ):
+                if stored[written].tobytes() == now[part].tobytes():
+                    raw[part] = stored[home]
+                    held[k] = True
         _homes[obj.session_uid] = (name, raw)
-        if frames == 1 or not _animated(obj, name) or held:
-            home = np.eye(4)
-            home[:3, :3] = fk.basis_rotations(raw[None, 3:], [mode])[0] * channels["scale"][root].astype(np.float64)
-            home[:3, 3] = raw[:3]
-    return BodySettings(root=requested, pins=pins, pulls=pulls, home=home, missing=missing)
+        keyed = _animated(obj, name)
+        # A bake takes a keyed channel from each frame's pose (None); live, a channel held since a solve wrote
+        # it (a drag on one frame) keeps its stored home.
+        if not (keyed[0] and (bake or not held[0])):
+            location = raw[:3].astype(np.float64)
+        if not (keyed[1] and (bake or not held[1])):
+            rotation = fk.basis_rotations(raw[None, 3:], [mode])[0]
+    return BodySettings(
+        root=requested, pins=pins, pulls=pulls, home_location=location, home_rotation=rotation, missing=missing
+    )
 
 
 def write(

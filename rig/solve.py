@@ -282,7 +282,7 @@ def snapshot(
     with_channels: bool = False,
     modes: NDArray[np.int32] | None = None,
     channels: armature.Channels | None = None,
-    frames: int = 1,
+    bake: bool = False,
 ) -> Snapshot:
     """Everything of `obj` the core needs besides the per-frame inputs (`with_channels`: rotation modes too;
     `modes`: every bone's rotation mode value, when already read)."""
@@ -299,7 +299,7 @@ def snapshot(
         limits=read_limits(obj, sk, plan),
         lengths=plan.lengths,
         channel_kind=kinds,
-        body=rig_body.settings(obj, sk, plan, channels, modes, frames) if s.full_body else None,
+        body=rig_body.settings(obj, sk, plan, channels, modes, bake) if s.full_body else None,
     )
 
 
@@ -324,7 +324,7 @@ def solve_inputs(
     final_pose: bool = False,
 ) -> Solved:
     """`core.solve` on a snapshot of `obj` (see there)."""
-    snap = snapshot(obj, sk, plan, with_channels=channels is not None, frames=inputs.pose.shape[0])
+    snap = snapshot(obj, sk, plan, with_channels=channels is not None, bake=inputs.pose.shape[0] > 1)
     return core.solve(snap, inputs, report, smooth, channels, final_pose)
 
 

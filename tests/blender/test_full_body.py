@@ -390,3 +390,36 @@ def test_bake_from_current_equals_live_playback_when_bakes_solve_in_order() -> N
     for f, a, b in zip(frames, live, baked, strict=True):
         np.testing.assert_allclose(b["hips"], a["hips"], atol=2e-4, err_msg=f"frame {f}: baked hips differ from live")
         np.testing.assert_allclose(b["hand"], a["hand"], atol=2e-4, err_msg=f"frame {f}: baked hand differs from live")
+
+
+def test_keyed_hips_are_the_home_live_and_baked() -> None:
+    """The hips' own animation is their home: within reach they play their keys; pulled, they leave them."""
+    obj, hips = humanoid()
+    obj.reach_ik.start_from = "REST"
+    # The head's control stays where it is while the hips drop: pulling, it would hold them up (its neck is
+    # straight). An animator keys it with the hips (demo/character.py's squat); here it only follows.
+    _chain(obj, "neck").pull = 0.0
+    pb = obj.pose.bones[hips]
+    for frame, drop in ((1, 0.0), (12, 0.06)):
+        pb.location = (0.0, -drop, 0.0)  # the hips' own -Y is down the spine (the demo humanoid's hips)
+        pb.keyframe_insert("location", frame=frame)
+    arm = _chain(obj, "arm.L")
+    _key_control(obj, arm, [(1, _control(obj, arm)), (6, _control(obj, arm)), (12, _past_reach(obj, "L", 0.15))])
+    scene = bpy.context.scene
+    scene.frame_set(6)
+    keyed = np.array(pb.location)  # within reach at frame 6: the hips play their keys
+    deps = bpy.context.evaluated_depsgraph_get()
+    assert np.allclose(np.array(obj.evaluated_get(deps).pose.bones[hips].location), keyed, atol=1e-6)
+    assert keyed[1] < -0.02, "the keyed drop is under way at frame 6"
+    live = _play(obj, hips, range(1, 13))
+    assert bpy.ops.reach.bake(frame_start=1, frame_end=12) == {"FINISHED"}
+    baked = _play(obj, hips, range(1, 13))
+    for f, a, b in zip(range(1, 13), live, baked, strict=True):
+        np.testing.assert_allclose(b["hips"], a["hips"], atol=2e-4, err_msg=f"frame {f}: baked hips differ from live")
+    tol = obj.reach_ik.tolerance
+    assert float(np.linalg.norm(live[-1]["hand"] - _past_reach_at(obj, arm, 12))) <= tol
+
+
+def _past_reach_at(obj: bpy.types.Object, ch: bpy.types.PropertyGroup, frame: int) -> np.ndarray:
+    bpy.context.scene.frame_set(frame)
+    return _control(obj, ch)
