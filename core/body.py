@@ -84,7 +84,15 @@ def _place_home(work: Work, root: int, location: F64 | None, rotation: F64 | Non
         rel = sk.rest_rel4[root][None, None] @ basis
         mats = rel if parent < 0 else child_pose(work.matrices[:, [parent]], rel, modes)
         rot = mats[..., :3, :3] / np.maximum(np.linalg.norm(mats[..., :3, :3], axis=-2, keepdims=True), 1e-300)
+        # Bones below the root that something set already (a preset, the FK pose given back, a bake's seed):
+        # `Work.propagate` carries only the others, so these move with the root here, rigidly.
+        placed = [b for b in work.solved if b != root and root in sk.ancestors(b)]
+        turn = rot[:, 0] @ np.swapaxes(work.rot[:, root], -1, -2)  # (F, 3, 3)
+        shift = mats[:, 0, :3, 3] - np.einsum("fij,fj->fi", turn, work.heads()[:, root])
         work.set_bones([root], rot, mats[..., :3, 3])
+        if placed:
+            heads = np.einsum("fij,fbj->fbi", turn, work.heads()[:, placed]) + shift[:, None]
+            work.set_bones(placed, turn[:, None] @ work.rot[:, placed], heads)
         return
     work.set_bones([root], work.rot[:, [root]].copy(), work.heads()[:, [root]].copy())
 

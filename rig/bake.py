@@ -255,6 +255,8 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
                 raise BakeError(f"frame {f}: {broken.split(': ', 1)[-1]}" if f is not None else broken)
             t1 = time.perf_counter()
             inputs.release = stretch_release(obj, sk, plan, channels_before["scale"].astype(np.float64))
+            if rig_settings(obj).full_body and rig_settings(obj).start_from == "CURRENT":  # as live (rig/body.py)
+                inputs.preset = {**inputs.preset, **rig_body.bake_fk_start(obj, sk, plan, channels_before, len(frames))}
             solved = solve_inputs(obj, sk, plan, inputs, report, smooth=True)
             result.seconds_solve = time.perf_counter() - t1
             bad = {i: o for i, o in report.outcomes.items() if not o.valid}

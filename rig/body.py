@@ -201,3 +201,50 @@ def set_up_body(obj: bpy.types.Object, hips: str, made: list[tuple[str, str]]) -
             ch.pin = True
     s.full_body = True
     return f"Full Body: legs pinned, '{hips}' the body root"
+
+
+def carrier_bones(sk: Skeleton, plan: Plan) -> list[int]:
+    """Bones of the chains that carry other chains (the spine): the body bends them (`core/body.py`)."""
+    roots = [c.bones[0] for g in plan.groups for c in g.chains]
+    above = {a for r in roots for a in sk.ancestors(r)}
+    return list(dict.fromkeys(b for g in plan.groups if any(x in above for x in g.bones) for b in g.bones))
+
+
+def fk_start(frame: fk.Frame, bones: list[int]) -> dict[int, F64]:
+    """The FK pose of `bones` (those of `frame`, the FK pose worked out for this update) as presets: with
+    Start From 'Current' a full-body solve starts the spine from it every update, as it starts the root from
+    its home, so what the body does is a function of the targets and the animation alone (bake = live)."""
+    rows = {b: k for k, b in enumerate(frame.bones)}
+    use = [b for b in bones if b in rows]
+    if not use:
+        return {}
+    basis = fk.basis_rotations(frame.fk_rot[[rows[b] for b in use]], [frame.modes[rows[b]] for b in use])
+    return {b: basis[k][None] for k, b in enumerate(use)}
+
+
+def bake_fk_start(
+    obj: bpy.types.Object, sk: Skeleton, plan: Plan, channels: armature.Channels, frames: int
+) -> dict[int, F64]:
+    """`fk_start` for a bake of `frames` frames: the spine's FK pose as the channels hold it now (the stored
+    FK value where they still hold what was written), in every frame; bones whose rotation is keyed start
+    from each frame's own pose (their keys are their FK pose there)."""
+    bones = carrier_bones(sk, plan)
+    ad = obj.animation_data
+    keyed: set[str] = set()
+    if ad is not None and ad.action is not None:
+        keyed = {fc.data_path for fc in anim.all_fcurves(ad.action, obj) if ".rotation_" in fc.data_path}
+    pbs = obj.pose.bones
+    bones = [
+        b
+        for b in bones
+        if not any(p.startswith(f'pose.bones["{bpy.utils.escape_identifier(pbs[b].name)}"].') for p in keyed)
+    ]
+    if not bones:
+        return {}
+    modes = armature.rotation_mode_values(obj)
+    names = [sk.names[b] for b in bones]
+    bone_modes = modes[bones].tolist()
+    rot = fk.raw_rotations(channels, bones, bone_modes)
+    fk_rot, _sy = fk.Store.read(obj).fk(names, bone_modes, rot, channels["scale"][bones, 1].copy())
+    basis = fk.basis_rotations(fk_rot, bone_modes)
+    return {b: np.repeat(basis[k][None], frames, axis=0) for k, b in enumerate(bones)}

@@ -402,6 +402,8 @@ def solve_rig(
         raw = fk.raw_rotations(channels, given, modes[given].tolist())
         basis = fk.basis_rotations(raw, modes[given].tolist())
         inputs.preset = {b: basis[k][None] for k, b in enumerate(given)}
+    if snap.body is not None and snap.settings.start_from == "CURRENT":  # Full Body: the spine from its FK pose
+        inputs.preset = {**inputs.preset, **rig_body.fk_start(frame, rig_body.carrier_bones(sk, plan))}
     solved = core.solve(snap, inputs, report, channels=channels, final_pose=carry)
     if write:
         changed = set(restored)

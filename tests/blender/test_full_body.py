@@ -368,21 +368,22 @@ def test_a_body_root_inside_a_chain_solves_chain_by_chain_and_says_so() -> None:
     assert "is a bone of chain 'spine'" in _chain(obj, "leg.L").message
 
 
-def test_bake_from_current_equals_live_playback_when_bakes_solve_in_order() -> None:
-    """Start From 'Current': the spine starts each frame from the frame played before, so a bake matches live
-    playback only when it solves frames in that order (#33's `core.sequence`); until that is merged, skipped.
-    Once it is, the in-order bake must carry the body root's location (`Solved.location`) as the batched one."""
-    import importlib.util
-
-    import bpy_session
-
-    if importlib.util.find_spec(f"{bpy_session.ADDON}.core.sequence") is None:
-        pytest.skip("bakes solve all frames at once here: Start From 'Current' differs for redundant chains")
+def test_bake_from_current_equals_live_playback() -> None:
+    """Start From 'Current': a full-body solve starts the root from its home and the spine from its FK pose
+    in every frame, so a frame's pose does not depend on the frames played before: a bake of all frames at
+    once equals live playback, whatever frame was current."""
     obj, hips = humanoid()
     arm = _chain(obj, "arm.L")
+    # Keyed with Live off: playback from the first frame then starts every chain from its FK pose, as the bake.
+    obj.reach_ik.live = False
     _key_control(obj, arm, [(1, _control(obj, arm)), (12, _past_reach(obj, "L", 0.2))])
+    obj.reach_ik.live = True
     frames = range(1, 13)
     live = _play(obj, hips, frames)
+    again = _play(obj, hips, frames)  # from the pose the first pass left at frame 12: the same poses
+    for f, a, b in zip(frames, live, again, strict=True):
+        np.testing.assert_allclose(b["hips"], a["hips"], atol=2e-4, err_msg=f"frame {f}: a second pass differs")
+    bpy.context.scene.frame_set(7)  # another frame current: the bake does not start from the pose left there
     assert bpy.ops.reach.bake(frame_start=1, frame_end=12) == {"FINISHED"}
     path = obj.pose.bones[hips].path_from_id("location")
     assert {(path, i) for i in range(3)} <= {(fc.data_path, fc.array_index) for fc in anim_fcurves(obj)}
