@@ -140,15 +140,8 @@ def render() -> str:
             continue
         lines += [title, ""]
         for message, note in rows:
-            lines.append(f"**{_escape(message.template)}**")
-            lines.append("")
-            text = note.meaning
-            if note.page:
-                text += f" See [{note.page_title}]({note.page})."
-            lines.append(text)
-            lines.append("")
-            lines.append(f"<small>`{message.where.split(':')[0]}`</small>")
-            lines.append("")
+            text = note.meaning + (f" See [{note.page_title}]({note.page})." if note.page else "")
+            lines += [f"> {_escape(message.template)}", "", text, ""]
     return "\n".join(lines)
 
 
