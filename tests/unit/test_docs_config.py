@@ -31,3 +31,25 @@ def test_every_page_is_in_the_navigation() -> None:
     assert not missing, (
         f"nav entries with no page (add them to extra.pending_pages if another branch writes them): {missing}"
     )
+
+
+def _slug(heading: str) -> str:
+    # Python-Markdown's toc slugs, as MkDocs makes the anchors (and close to GitHub's for plain headings).
+    text = re.sub(r"[^\w\s-]", "", heading.strip().lower())
+    return re.sub(r"[-\s]+", "-", text).strip("-")
+
+
+def test_the_readme_is_short_and_its_links_and_pictures_exist() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250, "the README is for a five-minute read: move detail into docs/"
+    links = re.findall(r"\]\(([^)\s]+)\)", readme)
+    assert links, "no links found in the README"
+    for link in links:
+        if link.startswith(("http://", "https://", "#")):
+            continue
+        path, _, anchor = link.partition("#")
+        target = ROOT / path
+        assert target.exists(), f"the README links to {link}, which does not exist"
+        if anchor:
+            headings = re.findall(r"^#+\s+(.+)$", target.read_text(encoding="utf-8"), re.M)
+            assert anchor in {_slug(h) for h in headings}, f"the README links to {link}: no such heading"
