@@ -52,7 +52,7 @@ def main() -> int:
         )
         return 1
     dpi = 100
-    label_width = 330
+    label_width = 370
     fig = plt.figure(figsize=((width + label_width) / dpi, height / dpi), dpi=dpi)
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, width + label_width)

@@ -1,7 +1,7 @@
 """docs/drag.gif: a hand control dragged live on the demo's character, rendered frame by frame by Blender.
 
     .venv/bin/python tools/drag_shot.py                 # the left hand of the set-up character
-    .venv/bin/python tools/drag_shot.py --full-body     # set up with full-body IK (once it exists)
+    .venv/bin/python tools/drag_shot.py --full-body --scale 2   # full-body IK (once it exists), a longer drag
     .venv/bin/python tools/drag_shot.py --control IK-foot.R --frames 30 --out /tmp/foot.gif
 
 In the bpy wheel, with Reach IK loaded as an extension: builds the Mixamo-named character of `make demo`
@@ -56,10 +56,10 @@ def _setup(full_body: bool) -> bpy.types.Object:
     return obj
 
 
-def _path(start: Vector, step: int, steps: int) -> Vector:
+def _path(start: Vector, step: int, steps: int, scale: float = 1.0) -> Vector:
     """The drag: forward and up over the shoulder, back behind it and down, ending where it began."""
     t = 2.0 * math.pi * step / steps
-    return start + Vector((-0.25 * (1 - math.cos(t)) / 2, -0.25 * math.sin(t), 0.55 * (1 - math.cos(t)) / 2))
+    return start + scale * Vector((-0.25 * (1 - math.cos(t)) / 2, -0.25 * math.sin(t), 0.55 * (1 - math.cos(t)) / 2))
 
 
 def main(argv: list[str]) -> int:
@@ -67,6 +67,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--full-body", action="store_true", help="set up with auto_setup(full_body=True)")
     parser.add_argument("--control", default="IK-hand.L", help="the control bone to drag (default IK-hand.L)")
     parser.add_argument("--frames", type=int, default=24, help="steps of the drag, one GIF frame each")
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="size of the drag's path (2: far beyond the arm's reach, for full-body)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "drag.gif")
     args = parser.parse_args(argv)
 
@@ -88,7 +94,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="reach_drag_") as tmp:
         for step in range(args.frames):
             m = control.matrix.copy()
-            m.translation = _path(start, step, args.frames)
+            m.translation = _path(start, step, args.frames, args.scale)
             control.matrix = m
             bpy.context.view_layer.update()  # one update: the live handler solves what the control drives
             marker.location = obj.matrix_world @ control.matrix.translation
