@@ -42,6 +42,10 @@ def _relations(bone: str, rotation: bool, scale: str) -> tuple[Edit, ...]:
 # The largest armature scale solved: from about 1e13 up the solve overflows (single-precision numbers on the
 # way; measured on bpy 4.5.4: "stops inf short" at 1e13, "nan" from 1e20, sound at 1e12 and below).
 MAX_SCALE = 1e12
+# The smallest: below about 1e-13 the cube of the scale (an armature matrix's determinant, which the live
+# path computes in single precision) underflows to zero (measured on bpy 4.5.4: a ZeroDivisionError at 1e-30,
+# chains stopping "2.234 short" from 1e-18; sound at 1e-12 and above).
+MIN_SCALE = 1e-12
 
 
 def rig_problem(obj: bpy.types.Object) -> str | None:
@@ -78,6 +82,11 @@ def rig_problem(obj: bpy.types.Object) -> str | None:
             f"'{obj.name}' has a scale of {scale.max():.4g}, out of the range Reach IK can solve in (up to "
             f"{MAX_SCALE:.0e}: beyond it single-precision math overflows and the miss cannot be measured): "
             "scale the armature down"
+        )
+    if scale.min() < MIN_SCALE:
+        return (
+            f"'{obj.name}' has a scale of {scale.min():.4g}, out of the range Reach IK can solve in (down to "
+            f"{MIN_SCALE:.0e}: below it single-precision math underflows to zero): scale the armature up"
         )
     return None
 
