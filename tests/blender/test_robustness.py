@@ -3,9 +3,12 @@ trying the README's promises one by one, measured from Blender's evaluated pose.
 
 from __future__ import annotations
 
+import bpy
 import bpy_session
 import pytest
 import rigs
+
+from demo import rigs as demo_rigs
 
 
 def _no_escape() -> None:
@@ -32,3 +35,59 @@ def test_tiny_armature_scale_refused_with_the_number(scale: float) -> None:
     assert not ch.is_valid, f"scale {scale}: the chain should be refused"
     assert "scale of" in ch.message and f"{scale:.4g}" in ch.message, ch.message
     assert rigs.pose_snapshot(rig) == before, "a refused rig keeps its pose byte-identical"
+
+
+def _scene_state(obj: bpy.types.Object) -> tuple[object, ...]:
+    """What a refused operation must leave as it was: objects, bones, chains, constraints, collections, pose."""
+    return (
+        sorted(o.name for o in bpy.data.objects),
+        sorted(b.name for b in obj.data.bones),
+        [ch.name for ch in obj.reach_ik.chains],
+        sorted((pb.name, c.name) for pb in obj.pose.bones for c in pb.constraints),
+        sorted(c.name for c in obj.data.collections_all),
+        sorted((pb.name, pb.reach_ik.use_cone, pb.reach_ik.use_twist) for pb in obj.pose.bones),
+        rigs.pose_snapshot(obj),
+        obj.mode,
+    )
+
+
+@pytest.mark.parametrize("controls", ["EMPTY", "BONE"])
+def test_setup_on_zero_scaled_hips_refuses_and_changes_nothing(controls: str) -> None:
+    """Issue 35 item 3: controls parented to hips scaled to zero raised a ValueError and left a chain and an
+    Empty behind."""
+    obj = demo_rigs.humanoid("mixamo")
+    bpy.context.view_layer.objects.active = obj
+    obj.pose.bones["mixamorig:Hips"].scale = (0.0, 0.0, 0.0)
+    rigs.update()
+    before = _scene_state(obj)
+    with pytest.raises(RuntimeError) as info:
+        bpy.ops.reach.auto_setup(controls=controls, parent="HIPS")
+    assert "mixamorig:Hips" in str(info.value) and "scale" in str(info.value), str(info.value)
+    rigs.update()
+    assert _scene_state(obj) == before, "a refused set-up must change nothing"
+
+
+def test_setup_is_transactional(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any failure half-way through Set Up Character leaves everything as it was (and says so)."""
+    obj = demo_rigs.humanoid("mixamo")
+    bpy.context.view_layer.objects.active = obj
+    rigs.update()
+    before = _scene_state(obj)
+    character = bpy_session.submodule("rig.character")
+    calls = {"n": 0}
+    real = character._follow
+
+    def failing(*args: object) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise ValueError("injected failure")
+        real(*args)
+
+    monkeypatch.setattr(character, "_follow", failing)
+    for controls in ("EMPTY", "BONE"):
+        calls["n"] = 0
+        with pytest.raises(RuntimeError) as info:
+            bpy.ops.reach.auto_setup(controls=controls, parent="HIPS")
+        assert "nothing was changed" in str(info.value), str(info.value)
+        rigs.update()
+        assert _scene_state(obj) == before, f"{controls}: a failed set-up must change nothing"
