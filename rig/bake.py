@@ -253,7 +253,9 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
                 f = _frame_of(broken, frames)
                 raise BakeError(f"frame {f}: {broken.split(': ', 1)[-1]}" if f is not None else broken)
             t1 = time.perf_counter()
-            inputs.release = stretch_release(obj, sk, plan, channels_before["scale"].astype(np.float64))
+            inputs.release, inputs.release_bones = stretch_release(
+                obj, sk, plan, channels_before["scale"].astype(np.float64)
+            )
             solved = solve_inputs(obj, sk, plan, inputs, report, smooth=True)
             result.seconds_solve = time.perf_counter() - t1
             bad = {i: o for i, o in report.outcomes.items() if not o.valid}

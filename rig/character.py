@@ -110,7 +110,7 @@ class Journal:
             if was is None:
                 pb.constraints.remove(con)
             else:
-                con.target, con.subtarget = was  # type: ignore[attr-defined]
+                con.target, con.subtarget = was
         chains = rig_settings(obj).chains
         while len(chains) > self.chains:
             chains.remove(len(chains) - 1)
@@ -237,7 +237,7 @@ def _follow(obj: bpy.types.Object, bone: str, target: bpy.types.Object, subtarge
         con.name = FOLLOW_CONSTRAINT
         journal.constraints.append((bone, FOLLOW_CONSTRAINT, None))
     else:
-        journal.constraints.append((bone, FOLLOW_CONSTRAINT, (con.target, con.subtarget)))  # type: ignore[attr-defined]
+        journal.constraints.append((bone, FOLLOW_CONSTRAINT, (con.target, con.subtarget)))
     assert isinstance(con, bpy.types.CopyRotationConstraint)
     con.target = target
     con.subtarget = subtarget

@@ -499,7 +499,7 @@ def _place_group(
     view = replace(plan, groups=[g])
     inputs = read_inputs(obj, view, pose_now=pose.matrices)
     assert inputs.scale is not None  # read_inputs reads the scale channels
-    inputs.release = stretch_release(obj, sk, view, inputs.scale[0])
+    inputs.release, inputs.release_bones = stretch_release(obj, sk, view, inputs.scale[0])
     places = [_initial(obj, pose, c, g) for c in g.chains if c.index in picked]
     best = [Placement(p.chain, p.target, p.target_at.copy(), p.pole, p.pole_at) for p in places]
     reach = [_Reach(p.target_at[:3, 3].copy(), _reach(pose, p.chain)) for p in places]

@@ -91,3 +91,34 @@ def test_setup_is_transactional(monkeypatch: pytest.MonkeyPatch) -> None:
         assert "nothing was changed" in str(info.value), str(info.value)
         rigs.update()
         assert _scene_state(obj) == before, f"{controls}: a failed set-up must change nothing"
+
+
+def _evaluated_lengths(rig: bpy.types.Object) -> dict[str, float]:
+    deps = bpy.context.evaluated_depsgraph_get()
+    ev = rig.evaluated_get(deps)
+    return {pb.name: float((ev.matrix_world @ pb.tail - ev.matrix_world @ pb.head).length) for pb in ev.pose.bones}
+
+
+@pytest.mark.parametrize("mode", ["ALIGNED", "NONE"])
+@pytest.mark.parametrize("before,after", [(2, 3), (1, 3), (3, 2)])
+def test_stretch_released_when_the_chain_changes_length_in_the_same_edit(mode: str, before: int, after: int) -> None:
+    """Issue 35 item 5: Stretch set to 1 and the chain lengthened in one edit left a Y scale of 1.5."""
+    from test_soft_stretch import chain, miss
+
+    rig = chain(4, mode)
+    target = rigs.empty("T", (0.0, 0.0, 6.0))
+    ch = rigs.add_chain(rig, "b3", before, target)
+    ch.stretch = 1.5
+    rigs.update()
+    assert max(pb.scale[1] for pb in rig.pose.bones) > 1.4, "the chain stretched"
+    ch.stretch = 1.0
+    ch.chain_length = after
+    rigs.update()
+    rest = {b.name: b.length for b in rig.data.bones}
+    for name, length in _evaluated_lengths(rig).items():
+        assert abs(length - rest[name]) < 1e-5, f"bone {name} is {length:.5f} long in Blender, modelled {rest[name]}"
+    assert [tuple(pb.scale) for pb in rig.pose.bones] == [(1.0, 1.0, 1.0)] * 4
+    assert abs(ch.residual - miss(rig, "b3", target)) < 1e-4, (ch.residual, miss(rig, "b3", target))
+    target.location = (0.4, 0.2, 3.2)
+    rigs.update()
+    assert miss(rig, "b3", target) < 1e-3 and ch.is_valid, ch.message
