@@ -395,20 +395,46 @@ def _build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = Non
         if problem:
             for c in g.chains:
                 plan.errors[c.index] = problem
-    # A group below a refused one would be carried through the same bones: refuse it too (levels ascending).
     # A tree is solved as one: one refused chain refuses its tree.
     refused = {gi for gi, g in enumerate(plan.groups) if any(c.index in plan.errors for c in g.chains)}
     for gi in refused:
         first = next(plan.errors[c.index] for c in plan.groups[gi].chains if c.index in plan.errors)
         for c in plan.groups[gi].chains:
             plan.errors.setdefault(c.index, first)
+    # A group below a refused one is solved on the pose Blender shows for the refused group's bones (nothing
+    # of it is written). That pose is exact unless a solved group further up moves them in the same solve
+    # through a bone our rigid carry cannot follow as Blender does (one that does not fully inherit, or
+    # below a stretching group): only then is it refused too (levels ascending, so refusals carry down).
     for gi in sorted(range(len(plan.groups)), key=lambda i: plan.groups[i].level):
         above = deps[gi] & refused
-        if above and gi not in refused:
-            refused.add(gi)
-            upper = plan.groups[min(above)].chains[0].name
-            for c in plan.groups[gi].chains:
-                plan.errors[c.index] = f"the chain '{upper}' above this one is invalid: fix it first (see its message)"
+        if not above or gi in refused:
+            continue
+        loose = -1
+        carrier = -1  # the nearest solved group above
+        for a in sk.ancestors(plan.groups[gi].bones[0]):
+            if a in owner_group and owner_group[a] not in refused:
+                carrier = owner_group[a]
+                break
+            if loose < 0 and not sk.inherits[a]:
+                loose = a
+        if carrier < 0:
+            continue  # nothing solved above moves it: the pose Blender shows, exactly
+        if loose < 0 and not any(c.stretch > 1.0 for c in plan.groups[carrier].chains):
+            continue
+        refused.add(gi)
+        upper = plan.groups[min(above)].chains[0].name
+        solved = plan.groups[carrier].chains[0].name
+        why = (
+            f"bone '{sk.names[loose]}' does not fully inherit its parent's rotation and scale"
+            if loose >= 0
+            else f"'{solved}' stretches"
+        )
+        for c in plan.groups[gi].chains:
+            plan.errors[c.index] = (
+                f"the chain '{upper}' above this one is invalid, and this chain hangs from chain '{solved}' "
+                f"through it ({why}), so it cannot be solved on the pose Blender shows: fix '{upper}' first "
+                "(see its message)"
+            )
     if refused:
         plan.groups = [g for g in plan.groups if not any(c.index in plan.errors for c in g.chains)]
     plan.groups.sort(key=lambda g: (g.level, g.bones[0]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bpy
 import bpy_session
+import numpy as np
 import pytest
 import rigs
 
@@ -122,3 +123,88 @@ def test_stretch_released_when_the_chain_changes_length_in_the_same_edit(mode: s
     target.location = (0.4, 0.2, 3.2)
     rigs.update()
     assert miss(rig, "b3", target) < 1e-3 and ch.is_valid, ch.message
+
+
+def _refuse_two_bone(rig: bpy.types.Object) -> None:
+    rig.reach_ik.chains["mid"].solver = "TWO_BONE"  # with 3 bones: refused when the plan is built
+
+
+def _refuse_relations(rig: bpy.types.Object) -> None:
+    rig.data.bones["b3"].use_inherit_rotation = False  # a bone inside 'mid' that does not inherit rotation
+
+
+def _refuse_nan_target(rig: bpy.types.Object) -> None:
+    rig.reach_ik.chains["mid"].target.location = (float("nan"), 0.0, 0.0)  # refused when inputs are read
+
+
+def _refuse_zero_scale(rig: bpy.types.Object) -> None:
+    rig.pose.bones["b2"].scale = (0.0, 0.0, 0.0)  # refused mid-solve (the chain below hangs from it)
+
+
+@pytest.mark.parametrize("start", ["CURRENT", "REST"])
+@pytest.mark.parametrize(
+    "breaker", [_refuse_two_bone, _refuse_relations, _refuse_nan_target], ids=["plan", "relations", "input"]
+)
+def test_a_chain_below_a_refused_chain_is_solved_on_the_pose_blender_shows(start: str, breaker: object) -> None:
+    """Issue 35 item 8: the README says a chain below a refused one is solved on the pose Blender shows; the
+    code refused it ("the chain 'mid' above this one is invalid")."""
+    rig = rigs.chain_rig(7)
+    rig.reach_ik.start_from = start
+    rigs.add_chain(rig, "b4", 3, rigs.empty("T.mid", (0.6, 0.2, 4.2)), name="mid")
+    low_target = rigs.empty("T.low", (0.9, 0.5, 6.2))
+    low = rigs.add_chain(rig, "b6", 2, low_target, name="low")
+    rigs.update()
+    breaker(rig)  # type: ignore[operator]
+    rigs.update()
+    mid_before = {n: rigs.world_tail(rig, n).tolist() for n in ("b2", "b3", "b4")}
+    low_target.location = (1.0, 0.6, 6.0)
+    rigs.update()
+    _no_escape()
+    assert not rig.reach_ik.chains["mid"].is_valid
+    assert low.is_valid, f"'low' must be solved, not refused: {low.message}"
+    tip = rigs.world_tail(rig, "b6")
+    gap = float(np.linalg.norm(tip - np.array(low_target.matrix_world.translation)))
+    assert gap < 1e-3, f"'low' reports {low.residual:.4g}; Blender shows its tip {gap:.4g} from the target"
+    assert abs(low.residual - gap) < 1e-4
+    assert {n: rigs.world_tail(rig, n).tolist() for n in ("b2", "b3", "b4")} == mid_before, "'mid' was written"
+
+
+def test_a_chain_below_a_chain_refused_in_the_plan_is_solved() -> None:
+    """Issue 35 item 8: 'mid' is refused when the plan is built (its control bone hangs below 'top' through
+    a bone that does not inherit rotation); 'low', below 'mid', was refused with it ("the chain 'mid' above
+    this one is invalid") and is now solved on the pose Blender shows. Below a refused chain moved by a
+    solved one through a bone that does not inherit, it is refused with a message naming that bone."""
+    bones = []
+    for i in range(8):
+        bones.append(
+            (
+                f"b{i}",
+                f"b{i - 1}" if i else None,
+                (0.1 * (i % 2), 0.0, float(i)),
+                (0.1 * ((i + 1) % 2), 0.0, i + 1.0),
+                i > 0,
+            )
+        )
+    bones += [
+        ("hinge", "b1", (0.5, 0.0, 2.0), (0.5, 0.0, 2.3), False),
+        ("ctl", "hinge", (0.5, 0.0, 2.3), (0.5, 0.0, 2.5), True),
+    ]
+    rig = rigs.armature("Rig", bones)
+    rig.data.bones["hinge"].use_inherit_rotation = False
+    rigs.add_chain(rig, "b1", 2, rigs.empty("T.top", (0.3, 0.1, 1.8)), name="top")
+    mid = rigs.add_chain(rig, "b4", 2, rig, name="mid")
+    mid.target_bone = "ctl"
+    low_target = rigs.empty("T.low", (0.9, 0.5, 7.2))
+    low = rigs.add_chain(rig, "b7", 2, low_target, name="low")
+    rigs.update()
+    low_target.location = tuple(rigs.world_head(rig, "b6") + np.array((0.9, 0.4, 0.9)))
+    rigs.update()
+    _no_escape()
+    assert not mid.is_valid and "hinge" in mid.message, mid.message
+    assert low.is_valid, f"'low' must be solved: {low.message}"
+    gap = float(np.linalg.norm(rigs.world_tail(rig, "b7") - np.array(low_target.matrix_world.translation)))
+    assert gap < 1e-3 and abs(low.residual - gap) < 1e-4, (gap, low.residual)
+    # A bone between 'top' and 'low' that does not inherit: Blender does not carry it as a rigid carry would.
+    rig.data.bones["b3"].use_inherit_rotation = False
+    rigs.update()
+    assert not low.is_valid and "b3" in low.message, low.message
