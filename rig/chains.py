@@ -156,8 +156,9 @@ def _object_problem(role: str, ob: bpy.types.Object | None, rig: bpy.types.Objec
     if not ob.users_scene:
         # An object deleted in the viewport lingers in bpy.data until the file is saved: treat it as gone.
         return f"the {role} '{ob.name}' is not in the scene (deleted?): pick another object"
-    if not usable(np.array(ob.matrix_world, dtype=np.float64)):
-        return f"the {role} '{ob.name}' has a NaN or infinite transform: fix its location/rotation/scale"
+    # A NaN or infinite transform is not checked here: the plan is cached while the chains point at the same
+    # objects, so a refusal here outlived the object's move back. Every solve checks the matrices it reads
+    # (`core.checks.broken_inputs`), with the same message.
     return None
 
 

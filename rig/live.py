@@ -319,6 +319,11 @@ def _select(
             posed.update(np.flatnonzero((now != last.arrays[attr]).any(axis=1)).tolist())
         if seen.pose is not None and last.pose is not None:
             posed.update(np.flatnonzero((seen.pose != last.pose).any(axis=(1, 2))).tolist())
+        if posed:
+            rows = sorted(posed)
+            if not all(np.isfinite(now[rows]).all() for now in seen.arrays.values()):
+                # A NaN on any bone (one in no chain too) refuses the whole rig: the full solve's check says so.
+                return list(plan.groups)
         # Chains the last solve refused (a NaN target its own chain, a NaN bone pose every chain of the rig) were
         # not solved on the inputs it saw: whatever changed since, they are solved again.
         refused = {i for i, out in cache.outcomes.get(obj.session_uid, {}).items() if not out.valid}

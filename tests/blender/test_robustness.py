@@ -208,3 +208,76 @@ def test_a_chain_below_a_chain_refused_in_the_plan_is_solved() -> None:
     rig.data.bones["b3"].use_inherit_rotation = False
     rigs.update()
     assert not low.is_valid and "b3" in low.message, low.message
+
+
+def _rig_with_free_bone() -> tuple[bpy.types.Object, bpy.types.Object]:
+    rig = rigs.armature(
+        "Rig",
+        [
+            ("b0", None, (0, 0, 0), (0.1, 0, 1), False),
+            ("b1", "b0", (0.1, 0, 1), (0, 0, 2), True),
+            ("b2", "b1", (0, 0, 2), (0.1, 0, 3), True),
+            ("free", None, (1, 0, 0), (1, 0, 1), False),
+        ],
+    )
+    target = rigs.empty("T", (0.7, 0.3, 2.1))
+    rigs.add_chain(rig, "b2", 3, target)
+    rigs.update()
+    return rig, target
+
+
+@pytest.mark.parametrize("channel", ["rotation_quaternion", "location", "scale"])
+def test_nan_on_a_bone_in_no_chain_refused_while_live(channel: str) -> None:
+    """Issue 35 item 9: a NaN on a bone in no chain was refused only by a forced full check."""
+    rig, target = _rig_with_free_bone()
+    target.location = (0.6, 0.2, 2.0)
+    rigs.update()
+    ch = rig.reach_ik.chains[0]
+    assert ch.is_valid, ch.message
+    pb = rig.pose.bones["free"]
+    value = list(getattr(pb, channel))
+    setattr(pb, channel, [float("nan"), *value[1:]])
+    rigs.update()
+    before = rigs.pose_snapshot(rig)
+    target.location = (0.5, 0.3, 1.9)
+    rigs.update()
+    _no_escape()
+    assert not ch.is_valid and "NaN" in ch.message, f"live: {ch.message!r}"
+    assert rigs.pose_snapshot(rig) == before, "a refused rig is not written"
+    setattr(pb, channel, value)
+    rigs.update()
+    assert ch.is_valid, ch.message
+
+
+def test_target_nan_message_clears_when_the_target_comes_back() -> None:
+    """Issue 35 item 9: a target's NaN message stayed after the target was moved back."""
+    rig, target = _rig_with_free_bone()
+    ch = rig.reach_ik.chains[0]
+    target.location = (float("nan"), 0.3, 2.1)
+    rigs.update()
+    assert not ch.is_valid and "NaN" in ch.message, ch.message
+    target.location = (0.6, 0.2, 2.0)
+    rigs.update()
+    _no_escape()
+    assert ch.is_valid and "NaN" not in ch.message, ch.message
+    gap = float(np.linalg.norm(rigs.world_tail(rig, "b2") - np.array(target.matrix_world.translation)))
+    assert gap < 1e-3 and abs(ch.residual - gap) < 1e-4, (gap, ch.residual)
+
+
+@pytest.mark.parametrize("role", ["target", "pole"])
+def test_a_new_nan_control_clears_when_moved(role: str) -> None:
+    """Issue 35 item 9: a target (or pole) picked while its transform was NaN stayed refused after it moved
+    back: the plan, cached while the chain points at the same object, held the refusal."""
+    rig, target = _rig_with_free_bone()
+    ch = rig.reach_ik.chains[0]
+    bad = rigs.empty("Bad", (float("nan"), 0.0, 0.0))
+    setattr(ch, role, bad)
+    rigs.update()
+    assert not ch.is_valid and "NaN" in ch.message, ch.message
+    bad.location = (0.6, 0.2, 2.0) if role == "target" else (1.0, -1.0, 1.0)
+    rigs.update()
+    _no_escape()
+    assert ch.is_valid and "NaN" not in ch.message, ch.message
+    goal = np.array((bad if role == "target" else target).matrix_world.translation)
+    gap = float(np.linalg.norm(rigs.world_tail(rig, "b2") - goal))
+    assert gap < 1e-3 and abs(ch.residual - gap) < 1e-4, (gap, ch.residual)
