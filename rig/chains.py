@@ -360,13 +360,10 @@ def _build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = Non
         if upper_bone < 0:
             continue  # it depends on another group only through a control bone (checked above)
         upper_group = plan.groups[owner_group[upper_bone]]
-        # The chain that stretches the bone this group hangs from (in a tree: the bones of its branch).
+        # The chain that stretches the bone this group hangs from (in a tree: the bones of its branch). A tip
+        # that takes the target's rotation is not stretched (it keeps its length, Inherit Scale 'None').
         stretcher = next(
-            (
-                c
-                for c in upper_group.chains
-                if c.stretch > 1.0 and upper_bone in (branch(upper_group.chains, c) if upper_group.is_tree else c.bones)
-            ),
+            (c for c in upper_group.chains if c.stretch > 1.0 and upper_bone in _stretched_rows(upper_group, c)),
             None,
         )
         upper = (stretcher or upper_group.chains[0]).name
@@ -440,6 +437,13 @@ def _build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = Non
         plan.groups = [g for g in plan.groups if not any(c.index in plan.errors for c in g.chains)]
     plan.groups.sort(key=lambda g: (g.level, g.bones[0]))
     return plan
+
+
+def _stretched_rows(g: Group, c: ChainPlan) -> list[int]:
+    """The bones chain `c` of group `g` lengthens when it stretches: its bones (in a tree, its branch's),
+    without the tip when it takes the target's rotation."""
+    own = branch(g.chains, c) if g.is_tree else c.bones
+    return own[:-1] if c.use_target_rotation else own
 
 
 def _control_dependencies(
