@@ -136,7 +136,7 @@ def test_a_fix_that_would_refuse_another_chain_is_taken_back() -> None:
     assert not ch.is_valid and "Inherit Scale 'Full'" in ch.message, ch.message
     assert low.is_valid, low.message
     before = rigs.pose_snapshot(rig), [(b.use_inherit_rotation, b.inherit_scale) for b in rig.data.bones]
-    with pytest.raises(RuntimeError, match="would refuse chain 'lower'.*nothing was changed"):
+    with pytest.raises(RuntimeError, match=r"would refuse chain 'lower'.*nothing was changed"):
         bpy.ops.reach.fix_chain(index=0)
     rigs.update()
     assert (rigs.pose_snapshot(rig), [(b.use_inherit_rotation, b.inherit_scale) for b in rig.data.bones]) == before
