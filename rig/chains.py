@@ -421,15 +421,15 @@ def _build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = Non
             continue
         refused.add(gi)
         upper = plan.groups[min(above)].chains[0].name
-        solved = plan.groups[carrier].chains[0].name
+        mover = plan.groups[carrier].chains[0].name
         why = (
             f"bone '{sk.names[loose]}' does not fully inherit its parent's rotation and scale"
             if loose >= 0
-            else f"'{solved}' stretches"
+            else f"'{mover}' stretches"
         )
         for c in plan.groups[gi].chains:
             plan.errors[c.index] = (
-                f"the chain '{upper}' above this one is invalid, and this chain hangs from chain '{solved}' "
+                f"the chain '{upper}' above this one is invalid, and this chain hangs from chain '{mover}' "
                 f"through it ({why}), so it cannot be solved on the pose Blender shows: fix '{upper}' first "
                 "(see its message)"
             )
