@@ -225,6 +225,10 @@ def prepare(
             renames.follow(obj)  # a bake or an operator: bones renamed since the last check are followed
     chains = rig_settings(obj).chains if obj.type == "ARMATURE" else []
     if problem is not None:
+        if chains and obj.mode != "EDIT":
+            # Where the chains' bones are now, also while the whole rig is refused (their rest places do not
+            # depend on what is refused): a bone moved at rest meanwhile and then renamed is still followed.
+            renames.remember(obj, {i for i, ch in enumerate(chains) if ch.enabled})
         report.rig_error = problem
         for i, ch in enumerate(chains):
             if ch.enabled and (only is None or i in only):
