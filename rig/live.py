@@ -32,7 +32,7 @@ from ..core.checks import check_inputs
 from ..core.live import Program
 from ..core.model import ChainOutcome, Group, Plan, RigReport, Skeleton, Snapshot
 from ..solvers.scalar import SCALAR_MAX_CHAINS
-from . import armature, cache, fk, renames
+from . import armature, cache, fk, follow, renames
 from .chains import system_override
 from .props import rig_settings
 from .solve import ChainState, Entry, LiveReads, chain_state, read_inputs, snapshot, solve_rig, store_status
@@ -177,10 +177,13 @@ def _hanging(
     (armature uid, bone, armature) for each bone of another armature that is a target or pole itself."""
     out = [(arm.session_uid, bone, arm) for arm, bone in bone_targets]
     for ob in objects:
-        node, depth = ob, 0
-        while node.parent is not None and depth < 1000:
+        node: bpy.types.Object | None = ob
+        depth = 0
+        while node is not None and depth < 1000:
+            # Followed through a constraint (Child Of, Copy Location, Copy Transforms) as through a parent.
+            out.extend((arm_uid, bone, ob) for arm_uid, bone in follow.constraint_leaders(node))
             parent = node.parent
-            if parent.type == "ARMATURE" and node.parent_type == "BONE" and node.parent_bone:
+            if parent is not None and parent.type == "ARMATURE" and node.parent_type == "BONE" and node.parent_bone:
                 out.append((parent.session_uid, node.parent_bone, ob))
             node, depth = parent, depth + 1
     return tuple(out)
@@ -223,7 +226,16 @@ def _carry(world: armature.WorldMatrices, obj: bpy.types.Object, moved: _Moved) 
         if ob.session_uid in done:
             continue
         d = w @ after[b] @ np.linalg.inv(before[b]) @ np.linalg.inv(w)
-        world.override(ob, d @ world.of([ob])[0])
+        old = world.of([ob])[0]
+        along = follow.point_follower(ob, arm_uid, bone)
+        if along is None:
+            world.override(ob, d @ old)
+        else:
+            # Copy Location: it moves with the point it copies, its rotation its own.
+            point = w @ before[b] @ np.array((0.0, along[0] * along[1], 0.0, 1.0))
+            new = old.copy()
+            new[:3, 3] += (d @ point)[:3] - point[:3]
+            world.override(ob, new)
         done.add(ob.session_uid)
 
 
