@@ -18,6 +18,8 @@ from numpy.typing import NDArray
 
 from ..core.character import ChainSpec, SetupPlan
 from ..core.humanoid import SkeletonInfo
+from . import ikfk_follow
+from .ikfk_follow import FOLLOW_CONSTRAINT
 from .props import bone_limits, rig_settings
 
 #: The bone collection control bones go to (Blender 4.0+ armatures), so a rigger can show or hide them.
@@ -95,6 +97,7 @@ class Journal:
         self.empties: list[str] = []  # Empty objects made
         self.constraints: list[tuple[str, str, tuple[object, str] | None]] = []  # bone, name, old (target, sub)
         self.limits: list[tuple[str, str, object]] = []  # bone, property, old value
+        self.had_animation_data = obj.animation_data is not None
 
     def rollback(self, context: bpy.types.Context) -> None:
         """Take back everything recorded, newest first (names looked up again: nothing held across it)."""
@@ -108,6 +111,7 @@ class Journal:
             if con is None:
                 continue
             if was is None:
+                con.driver_remove("influence")
                 pb.constraints.remove(con)
             else:
                 con.target, con.subtarget = was
@@ -128,6 +132,9 @@ class Journal:
                 coll = arm.collections.get(CONTROLS_COLLECTION) if self.collection else None
                 if coll is not None:
                     arm.collections.remove(coll)
+        ad = obj.animation_data
+        if not self.had_animation_data and ad is not None and ad.action is None and not len(ad.drivers):
+            obj.animation_data_clear()
         obj.update_tag()
 
 
@@ -223,10 +230,6 @@ def _new_empty(
     return ob
 
 
-#: The name of the constraint that makes a hand or foot follow its control's rotation.
-FOLLOW_CONSTRAINT = "Reach IK: follow control"
-
-
 def _follow(obj: bpy.types.Object, bone: str, target: bpy.types.Object, subtarget: str, journal: Journal) -> None:
     """Bone `bone` takes the world rotation of the control (`target` / `subtarget`), after the IK."""
     assert obj.pose is not None
@@ -317,6 +320,8 @@ def _apply_plan(
                 ch.created_pole = True
         if spec.end >= 0:
             _follow(obj, names[spec.end], ch.target, ch.target_bone, journal)
+            # Off in FK, on in IK, blended as the chain (rig/ikfk_follow.py).
+            ikfk_follow.drive(obj, names[spec.end], ch.name)
         made.append(ch.name)
     assert obj.pose is not None
     # Limits only on the bones of the chains made now, and never over limits a bone already has (the user's,

@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 from ..core import convert
 from ..core.model import ChainPlan, Group, Inputs, Plan, RigReport, Skeleton
 from ..core.trees import branch
-from . import anim, armature, fk, live
+from . import anim, armature, fk, ikfk_follow, live
 from .chains import ChainChoiceError, choose_chains
 from .ikfk_base import (
     Control,
@@ -131,6 +131,7 @@ class Placement:
     pole_at: F64 | None = None  # (4,4)
     miss: float = math.inf  # world units: the largest distance of a chain bone's axes from the pose
     worst: str = ""  # the bone where
+    oriented: bool = False  # the target's orientation is placed too (Use Target Rotation, or a follower)
 
 
 class _Pose:
@@ -208,11 +209,15 @@ def _initial(obj: bpy.types.Object, pose: _Pose, c: ChainPlan, group: Group) -> 
     target, pole = chain_controls(obj, c.index)
     tip = c.bones[-1]
     at = pose.local(target)
-    if c.use_target_rotation:
-        rot, _ = convert.rotation_parts(pose.matrices[tip, :3, :3])
+    # A hand that follows the control's rotation (Set Up Character's follow constraint) keeps the orientation
+    # it shows now: the control takes it (Copy Rotation copies the world rotation).
+    hand = ikfk_follow.follower(obj, c.index)
+    if c.use_target_rotation or hand:
+        shown = pose.matrices[tip if c.use_target_rotation else sk_index(obj, hand), :3, :3]
+        rot, _ = convert.rotation_parts(shown)
         at[:3, :3] = rot * np.linalg.norm(at[:3, :3], axis=0)[None, :]  # the target keeps its scale
     at[:3, 3] = pose.tail(tip)
-    place = Placement(c, target, at)
+    place = Placement(c, target, at, oriented=c.use_target_rotation or bool(hand))
     if pole is None:
         return place
     if group.is_tree:
@@ -235,6 +240,11 @@ def _initial(obj: bpy.types.Object, pose: _Pose, c: ChainPlan, group: Group) -> 
         along, radius = float(np.dot(pose.tail(c.bones[0]) - root, goal_axis)), 0.5 * reach
     place.pole_at[:3, 3] = root + goal_axis * along + _unit(side) * radius
     return place
+
+
+def sk_index(obj: bpy.types.Object, bone: str) -> int:
+    """The pose-bone index of `bone` (the order `_Pose.matrices` has)."""
+    return int(obj.pose.bones.find(bone))
 
 
 def _pole_angle(obj: bpy.types.Object, c: ChainPlan) -> float:
@@ -362,7 +372,7 @@ def _write(obj: bpy.types.Object, places: Sequence[Placement], pose: _Pose, tx: 
     wanted: list[tuple[Control, Matrix, bool]] = []
     seen: dict[tuple[int, str], str] = {}
     for p in places:
-        items = [(p.target, p.target_at, p.chain.use_target_rotation)]
+        items = [(p.target, p.target_at, p.oriented)]
         if p.pole is not None and p.pole_at is not None:
             items.append((p.pole, p.pole_at, False))
         for control, at, oriented in items:
@@ -453,6 +463,18 @@ def _apply_fk(
     outcome = Outcome([chains[i].name for i in picked])
     pbs = obj.pose.bones
     for i in picked:
+        # A hand that follows the control: the rotation it shows becomes its own, for FK (Influence 0 turns
+        # its follow constraint off).
+        hand = ikfk_follow.follower(obj, i)
+        if hand:
+            tx.save_transform(Control(obj, hand, "hand", chains[i].name))
+            ikfk_follow.apply_visual(obj, hand)
+            path = bone_path(hand, rotation_path(pbs[hand].rotation_mode))
+            if key:
+                tx.key(obj, path, hand)
+            else:
+                _warn_animated(outcome, obj, [path], f"bone '{hand}'", key)
+    for i in picked:
         stretching = float(_chain_settings(obj, i).stretch) > 1.0
         for b in chains[i].bones:
             name = sk.names[b]
@@ -500,6 +522,9 @@ def switch(obj: bpy.types.Object, which: str | set[int], mode: str, key: bool = 
                 "driver, or snap and apply to FK without switching; nothing was changed"
             )
     with _transaction(obj) as tx:
+        # The follow constraints of hands and feet go with the chain's Influence (rigs set up before had none).
+        for bone in ikfk_follow.drive_all(obj, picked):
+            tx.undo.append(lambda bone=bone: ikfk_follow.undrive(obj, bone))  # type: ignore[misc]
         outcome = (_snap if mode == "IK" else _apply_fk)(obj, sk, plan, picked, key, tx)
         value = 1.0 if mode == "IK" else 0.0
         for i in picked:

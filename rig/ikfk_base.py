@@ -3,7 +3,7 @@ transaction that puts back everything an operation touched when it fails part-wa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -117,6 +117,7 @@ class _Transaction:
     influences: dict[int, float] = field(default_factory=dict)
     store: fk.Store | None = None
     actions: dict[int, anim.ActionSnapshot] = field(default_factory=dict)
+    undo: list[Callable[[], None]] = field(default_factory=list)  # more to take back, newest last
 
     def save_transform(self, control: Control) -> None:
         key = (control.ob.session_uid, control.bone)
@@ -167,6 +168,8 @@ class _Transaction:
             raise IkFkError(f"Blender refused a key on {what}")
 
     def rollback(self) -> None:
+        for step in reversed(self.undo):
+            step()
         for snap in self.actions.values():
             snap.restore()
         for control, values in self.transforms.values():
