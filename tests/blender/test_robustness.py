@@ -281,3 +281,39 @@ def test_a_new_nan_control_clears_when_moved(role: str) -> None:
     goal = np.array((bad if role == "target" else target).matrix_world.translation)
     gap = float(np.linalg.norm(rigs.world_tail(rig, "b2") - goal))
     assert gap < 1e-3 and abs(ch.residual - gap) < 1e-4, (gap, ch.residual)
+
+
+def test_a_rig_deleted_mid_bake_ends_with_a_message(capfd: pytest.CaptureFixture[str]) -> None:
+    """Issue 35 item 12: a bake of a rig deleted mid-bake (a script's frame handler) ended with a traceback."""
+    rig = rigs.chain_rig(3)
+    target = rigs.empty("T", (0.7, 0.3, 2.1))
+    rigs.add_chain(rig, "b2", 3, target)
+    # A target the bake must read by stepping frames (a constraint on it, not keys alone).
+    con = target.constraints.new("LIMIT_LOCATION")
+    con.use_max_z, con.max_z = True, 5.0
+    for f, loc in ((1, (0.7, 0.3, 2.1)), (10, (0.2, 0.5, 1.8))):
+        target.location = loc
+        target.keyframe_insert("location", frame=f)
+    rigs.update()
+    bpy.context.view_layer.objects.active = rig
+    name = rig.name
+    seen = []
+
+    def delete_rig(scene: bpy.types.Scene, *_args: object) -> None:
+        seen.append(scene.frame_current)
+        ob = bpy.data.objects.get(name)
+        if ob is not None and scene.frame_current == 4:
+            bpy.data.objects.remove(ob)
+
+    bpy.app.handlers.frame_change_pre.append(delete_rig)
+    try:
+        with pytest.raises(RuntimeError) as info:
+            bpy.ops.reach.bake(frame_start=1, frame_end=10)
+    finally:
+        bpy.app.handlers.frame_change_pre.remove(delete_rig)
+    assert 4 in seen, "the bake stepped frames"
+    text = str(info.value)
+    assert "Traceback" not in text and "deleted" in text, text
+    out = capfd.readouterr()
+    assert "Traceback" not in out.out + out.err, out.out + out.err
+    _no_escape()
