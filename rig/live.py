@@ -69,6 +69,15 @@ def resume(obj: bpy.types.Object) -> None:
     _suspended.discard(obj.session_uid)
 
 
+_skip_once: set[int] = set()  # rigs the next check leaves alone (`skip_next`)
+
+
+def skip_next(obj: bpy.types.Object) -> None:
+    """Leave `obj` alone at the next check: its channels were just put back to what its last solve wrote
+    (after a render), and Blender has not evaluated them yet, so its evaluated pose would read as a change."""
+    _skip_once.add(obj.session_uid)
+
+
 def scene_rigs(scene: bpy.types.Scene) -> list[bpy.types.Object]:
     """The scene's armatures with chains (or FK values to give back), rigs that others follow first."""
     return list(_scene_rigs(scene))
@@ -825,6 +834,9 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
                 # A frame change (or a setting) may change anything, rotation modes too: check the compiled
                 # program again before its next use (`_lean`).
                 _recheck(uid)
+            if uid in _skip_once:
+                _skip_once.discard(uid)
+                continue
             if uid in _suspended or obj.mode == "EDIT":
                 # In Edit Mode Blender shows the edit bones, not the pose, and bones may be half-renamed:
                 # the structure key catches every edit when the armature leaves Edit Mode.
@@ -846,6 +858,7 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
                     print(f"Reach IK: solving '{obj.name}' failed (other rigs go on):\n{text}")
     finally:
         _busy = False
+        _skip_once.clear()  # for this check only
 
 
 _STRUCTURE_TYPES = (bpy.types.Collection, bpy.types.Scene)
@@ -884,6 +897,7 @@ def on_frame_change(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> N
     # No list of what changed comes with a frame change: every rig compares its inputs.
     if not paused:
         _run(scene, None)
+    _skip_once.clear()
 
 
 @persistent

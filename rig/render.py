@@ -483,6 +483,9 @@ def on_frame_settle(scene: bpy.types.Scene, *_args: object) -> None:
             for attr, values in channels.items():
                 pbs.foreach_set(attr, values.ravel())
             obj.update_tag()
+            # Its evaluated pose is still the render's until Blender evaluates this write (right after the
+            # handlers): a check now would take that for a change and solve again.
+            live.skip_next(obj)
         except ReferenceError:
             pass  # deleted meanwhile
 
