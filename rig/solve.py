@@ -406,9 +406,21 @@ def solve_rig(
         for b in given:
             if channels["scale"][b, 1] != held_y[b] and held_y[b] != 0.0:
                 inputs.preset_scale[b] = np.array([float(channels["scale"][b, 1]) / float(held_y[b])])
+    stuck = stuck_stretch(obj, sk, plan, channels["scale"]) if write else []
+    if stuck:
+        # A stretch of ours on a chain that cannot stretch now (lengthened over a bone with Inherit Scale
+        # 'Full' as its Stretch went back to 1): its Y scale goes back to 1 in this solve, and the bones below
+        # it follow (as for a bone given back its FK pose).
+        raw_s = fk.raw_rotations(channels, stuck, modes[stuck].tolist())
+        basis_s = fk.basis_rotations(raw_s, modes[stuck].tolist())
+        for k, b in enumerate(stuck):
+            inputs.preset.setdefault(b, basis_s[k][None])
+            inputs.preset_scale[b] = np.array([1.0 / float(channels["scale"][b, 1])])
+            channels["scale"][b, 1] = 1.0
+        remember_stretch(obj, sk, stuck, np.ones(len(stuck), dtype=np.float32))
     solved = core.solve(snap, inputs, report, channels=channels, final_pose=carry)
     if write:
-        changed = set(restored)
+        changed = set(restored) | ({"scale"} if stuck else set())
         if solved.bones:
             changed |= armature.rotations_to_channels(obj, solved.bones, solved.basis[0], channels, modes)
         if given:
@@ -474,6 +486,24 @@ def stretch_release(obj: bpy.types.Object, sk: Skeleton, plan: Plan, scale: F64)
                     if b not in c.carriers:
                         loose.add(b)
     return out, loose
+
+
+def stuck_stretch(obj: bpy.types.Object, sk: Skeleton, plan: Plan, scale: NDArray[np.float32]) -> list[int]:
+    """Bones of chains that cannot stretch (no carriers) and do not stretch now, still holding the exact Y
+    scale a solve of this session wrote (a stretch left behind: `stretch_release` covers chains that can)."""
+    written = cache.stretched.get(obj.session_uid)
+    if not written:
+        return []
+    out = []
+    for g in plan.groups:
+        for c in g.chains:
+            if c.carriers is not None or c.stretch > 1.0:
+                continue
+            for b in c.bones:
+                value = written.get(sk.names[b])
+                if value is not None and np.float32(scale[b, 1]) == np.float32(value) and value != 1.0:
+                    out.append(b)
+    return sorted(set(out), key=lambda b: (int(sk.depth[b]), b))
 
 
 def remember_stretch(obj: bpy.types.Object, sk: Skeleton, bones: list[int], values: NDArray[np.float32]) -> None:
