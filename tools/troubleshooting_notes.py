@@ -43,7 +43,10 @@ class Note:
 
 
 # Literals in the sources that are parts of a longer message (explained with it), not messages themselves.
-PARTS: tuple[str, ...] = ("(solved as one tree with the chains it shares bones with)",)
+PARTS: tuple[str, ...] = (
+    "(solved as one tree with the chains it shares bones with)",
+    "bone '…' does not fully inherit its parent's rotation and scale",  # in "above this one is invalid, and ..."
+)
 
 NOTES: tuple[Note, ...] = (
     # -- the outcome of a solve (core/messages.py, core/blend.py) --
@@ -154,8 +157,9 @@ NOTES: tuple[Note, ...] = (
     Note(
         "out of the range Reach IK can solve in",
         "rig",
-        "The armature's scale is so large that single-precision math overflows and a miss could not be measured. "
-        "Scale the armature down (and its targets with it).",
+        "The armature's scale is so large (above 1e12) or so small (below 1e-12) that single-precision math "
+        "overflows or underflows and a miss could not be measured. Scale the armature down or up (and its targets "
+        "with it).",
         "limitations.md",
     ),
     Note(
@@ -228,18 +232,12 @@ NOTES: tuple[Note, ...] = (
         "chains.md",
     ),
     Note(
-        "^the … '…' has a NaN or infinite transform",
-        "input",
-        "The target or pole object has a NaN or infinite location, rotation or scale, usually from a script or a "
-        "driver. Fix its transform. Only this chain is refused.",
-        "chains.md",
-    ),
-    Note(
         "^…the … … has a NaN or infinite transform",
         "input",
-        "The target or pole is NaN or infinite at the frame named (a bake reads every frame), or is a bone whose "
-        "pose is. Fix its animation at that frame.",
-        "baking.md",
+        "The target or pole (an object, or a bone whose pose is) has a NaN or infinite location, rotation or "
+        "scale, usually from a script, a driver or its animation; a bake names the frame. Fix it there. Only this "
+        "chain is refused, and it is solved again as soon as the target is sound.",
+        "chains.md",
     ),
     Note(
         "the Pole Angle of chain",
@@ -397,10 +395,12 @@ NOTES: tuple[Note, ...] = (
         "chains.md",
     ),
     Note(
-        "above this one is invalid: fix it first",
+        "above this one is invalid, and this chain hangs from chain",
         "structure",
-        "This chain hangs below a chain that cannot be solved, and follows that chain's pose. Fix the chain above "
-        "(its own message says how); this one is solved again then.",
+        "This chain hangs below a chain that cannot be solved, and a chain solved further up moves both through a "
+        "bone Reach IK cannot carry as Blender does (one that does not fully inherit, or a stretch). Fix the chain "
+        "above (its own message says how); this one is solved again then. Below a refused chain that nothing "
+        "solved moves, a chain is solved on the pose Blender shows.",
         "chains.md",
     ),
     Note(
