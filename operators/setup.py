@@ -8,13 +8,14 @@ previous run made. Symmetrize copies limits and chains to the other side by the 
 
 from __future__ import annotations
 
+import numpy as np
 from bpy.props import BoolProperty, EnumProperty
-from bpy.types import Context, Operator
+from bpy.types import Context, Object, Operator
 
 from ..core.character import ChainSpec, SetupOptions, plan
 from ..core.humanoid import Humanoid, recognise
 from ..rig.body import set_up_body
-from ..rig.character import apply_plan, read_skeleton
+from ..rig.character import SkeletonRead, apply_plan, read_skeleton
 from ..rig.compat import classes_factory
 from ..rig.props import rig_settings
 from .chains import _armature, _poll_armature
@@ -98,7 +99,15 @@ class REACH_OT_auto_setup(Operator):
             parent = sk.info.names[found.root]
         elif hips:
             parent = sk.info.names[found.hips]
-        made, kept = apply_plan(context, obj, sk, the_plan, new, self.controls, parent)
+        problem = _setup_problem(obj, sk, parent)
+        if problem is not None:
+            self.report({"ERROR"}, f"Reach IK: {problem}; nothing was changed")
+            return {"CANCELLED"}
+        try:
+            made, kept = apply_plan(context, obj, sk, the_plan, new, self.controls, parent)
+        except Exception as exc:  # apply_plan took back all it made: say so rather than leave a traceback
+            self.report({"ERROR"}, f"Reach IK: setting up '{obj.name}' failed ({exc}); nothing was changed")
+            return {"CANCELLED"}
         text = summary(obj.name, found, the_plan.chains, new, options, len(made))
         if self.full_body:
             text += "; " + set_up_body(obj, sk.info.names[found.hips], [(sk.info.names[c.tip], c.name) for c in new])
@@ -106,6 +115,21 @@ class REACH_OT_auto_setup(Operator):
             text += f"; kept the joint limits {kept} bone(s) already had"
         self.report({"INFO"}, "Reach IK: " + text)
         return {"FINISHED"}
+
+
+def _setup_problem(obj: Object, sk: SkeletonRead, parent: str) -> str | None:
+    """Why the controls cannot be placed: they hang from a bone (or an armature) scaled to zero, which has no
+    inverse to place them under."""
+    if abs(np.linalg.det(np.array(obj.matrix_world.to_3x3(), dtype=np.float64))) < 1e-30:
+        return f"'{obj.name}' is scaled to zero: give it a scale so controls can be placed in it"
+    if parent:
+        m = sk.pose[sk.info.names.index(parent)][:3, :3]
+        if abs(np.linalg.det(m)) < 1e-30:
+            return (
+                f"bone '{parent}' (the controls' parent) is scaled to zero in the pose, so nothing can be placed "
+                "under it: reset its scale (Alt S) or parent the controls to something else"
+            )
+    return None
 
 
 def summary(

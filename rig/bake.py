@@ -254,7 +254,9 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
                 f = _frame_of(broken, frames)
                 raise BakeError(f"frame {f}: {broken.split(': ', 1)[-1]}" if f is not None else broken)
             t1 = time.perf_counter()
-            inputs.release = stretch_release(obj, sk, plan, channels_before["scale"].astype(np.float64))
+            inputs.release, inputs.release_bones = stretch_release(
+                obj, sk, plan, channels_before["scale"].astype(np.float64)
+            )
             if rig_settings(obj).full_body and rig_settings(obj).start_from == "CURRENT":  # as live (rig/body.py)
                 inputs.preset = {**inputs.preset, **rig_body.bake_fk_start(obj, sk, plan, channels_before, len(frames))}
             solved = solve_inputs(obj, sk, plan, inputs, report, smooth=True)
@@ -272,6 +274,14 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
             result.keys_written += _write_location(obj, solved.location_bones, solved.location, frames, opts, snapshot)
             result.seconds_write = time.perf_counter() - t2
     except BaseException as exc:
+        if _gone(obj):
+            # Deleted during the bake (a script's frame handler, say): nothing of it to put back, the rest is.
+            try:
+                scene.frame_set(original_frame[0], subframe=original_frame[1])
+                leaders.restore()
+            except ReferenceError:
+                pass
+            raise BakeError(f"'{result.rig}' was deleted during the bake; nothing was baked") from exc
         snapshot.restore()
         scene.frame_set(original_frame[0], subframe=original_frame[1])
         leaders.restore()
@@ -321,6 +331,15 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
     keep = [b for b in range(len(sk.names)) if b not in baked]
     _restore_pose(obj, channels_before, only_bones=keep)
     return result
+
+
+def _gone(ob: bpy.types.Object) -> bool:
+    """Whether `ob` was deleted (its Python object outlives it)."""
+    try:
+        ob.name  # noqa: B018  (reading it is the test)
+    except ReferenceError:
+        return True
+    return False
 
 
 @dataclass
