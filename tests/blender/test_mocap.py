@@ -1,0 +1,168 @@
+"""Set Up Character on real motion capture: CMU clips imported with Blender's own BVH importer.
+
+`../shared/data/mocap/cmu_131_01.bvh` (a walk) and `cmu_131_03.bvh` (a hop): joint-named bones, a rest pose
+with arms down and legs splayed, unconnected bones and end stubs as the importer makes them. Everything is
+measured on Blender's evaluated pose; limits are checked with the solver's own containment test on the
+rotations Blender's channels hold (`matrix_basis`, the rotation the limits are measured on).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import bpy
+import numpy as np
+import pytest
+from conftest import ADDON
+
+# `../shared` beside the repository (the work folder's, and CI's copy).
+MOCAP = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mocap"
+CLIPS = ("cmu_131_01", "cmu_131_03")
+
+limits_mod = sys.modules.get(f"{ADDON}.solvers.limits") or __import__(f"{ADDON}.solvers.limits", fromlist=["x"])
+
+
+def import_clip(name: str) -> bpy.types.Object:
+    path = MOCAP / f"{name}.bvh"
+    if not path.exists():
+        pytest.skip(f"{path} is not here")
+    bpy.ops.import_anim.bvh(filepath=str(path))
+    obj = bpy.context.object
+    assert obj is not None and obj.type == "ARMATURE"
+    return obj
+
+
+def evaluated(obj: bpy.types.Object) -> dict[str, np.ndarray]:
+    """World heads and tails of every bone, as Blender evaluates them now."""
+    deps = bpy.context.evaluated_depsgraph_get()
+    ev = obj.evaluated_get(deps)
+    mw = ev.matrix_world
+    out = {}
+    for pb in ev.pose.bones:
+        out[pb.name] = np.array(mw @ pb.head)
+        out[pb.name + " tail"] = np.array(mw @ pb.tail)
+    return out
+
+
+def moved(before: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> tuple[float, str]:
+    return max((float(np.linalg.norm(after[k] - before[k])), k) for k in before)
+
+
+def set_up(obj: bpy.types.Object, **kw: object) -> set[str]:
+    bpy.context.view_layer.objects.active = obj
+    return bpy.ops.reach.auto_setup(**kw)
+
+
+def basis_rotations(obj: bpy.types.Object, names: list[str]) -> np.ndarray:
+    """(n,3,3) the rotation part of each bone's matrix_basis (what its channels hold now)."""
+    out = []
+    for n in names:
+        m = np.array(obj.pose.bones[n].matrix_basis)[:3, :3]
+        out.append(m / np.linalg.norm(m, axis=0))
+    return np.array(out)
+
+
+def limit_rows(obj: bpy.types.Object, names: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(cone (n,4) in up/down/left/right order, twist min, twist max, which use a cone) of bones `names`."""
+    cone, tmin, tmax, use = [], [], [], []
+    for n in names:
+        lim = obj.pose.bones[n].reach_ik
+        cone.append([lim.cone_up, lim.cone_down, lim.cone_left, lim.cone_right])
+        tw = lim.use_twist
+        tmin.append(lim.twist_min if tw else -math.pi)
+        tmax.append(lim.twist_max if tw else math.pi)
+        use.append(lim.use_cone)
+    return np.array(cone), np.array(tmin), np.array(tmax), np.array(use)
+
+
+@pytest.mark.parametrize("clip", CLIPS)
+@pytest.mark.parametrize("frame", [1, 137, 420, 800])
+def test_a_cmu_clip_is_set_up_and_nothing_moves(clip: str, frame: int) -> None:
+    obj = import_clip(clip)
+    scene = bpy.context.scene
+    scene.frame_set(frame)
+    before = evaluated(obj)
+    assert set_up(obj) == {"FINISHED"}
+    scene.frame_set(frame)
+    after = evaluated(obj)
+    dist, where = moved(before, after)
+    assert dist <= 1e-4, f"{clip} frame {frame}: the set-up moved {where} by {dist:.4f}"
+    chains = {ch.name: ch for ch in obj.reach_ik.chains}
+    assert set(chains) == {"arm.L", "arm.R", "leg.L", "leg.R", "spine", "neck"}
+    assert chains["leg.L"].tip_bone == "LeftKnee" and chains["arm.R"].tip_bone == "RightElbow"
+    assert all(ch.is_valid for ch in chains.values()), [ch.message for ch in chains.values()]
+
+
+@pytest.mark.parametrize("frame", [60, 500])
+def test_nothing_moves_without_fitting_limits_to_the_animation(frame: int) -> None:
+    # Limits from the body alone, widened only where this frame's pose lies outside them.
+    obj = import_clip("cmu_131_03")
+    scene = bpy.context.scene
+    scene.frame_set(frame)
+    before = evaluated(obj)
+    assert set_up(obj, fit_animation=False) == {"FINISHED"}
+    scene.frame_set(frame)
+    dist, where = moved(before, evaluated(obj))
+    assert dist <= 1e-4, f"frame {frame}: the set-up moved {where} by {dist:.4f}"
+
+
+@pytest.mark.parametrize("clip", CLIPS)
+def test_limits_fitted_to_the_animation_hold_every_frame(clip: str) -> None:
+    obj = import_clip(clip)
+    scene = bpy.context.scene
+    start, end = (int(v) for v in obj.animation_data.action.frame_range)
+    frames = list(range(start, end + 1, 7))
+    names = [pb.name for pb in obj.pose.bones]
+    rel = []
+    for f in frames:
+        scene.frame_set(f)
+        rel.append(basis_rotations(obj, names))
+    scene.frame_set(start)
+    assert set_up(obj) == {"FINISHED"}
+    limited = [n for n in names if obj.pose.bones[n].reach_ik.use_cone or obj.pose.bones[n].reach_ik.use_twist]
+    assert {"LeftHip", "LeftKnee", "RightShoulder", "RightElbow", "Chest"} <= set(limited)
+    idx = [names.index(n) for n in limited]
+    cone, tmin, tmax, use = limit_rows(obj, limited)
+    for f, r in zip(frames, rel, strict=True):
+        r = r[idx]
+        inside = limits_mod.cone_contains(r[:, :, 1], cone)
+        twist = limits_mod.twist_angle(r)
+        ok = (inside | ~use) & (twist >= tmin - 1e-6) & (twist <= tmax + 1e-6)
+        bad = [limited[k] for k in np.flatnonzero(~ok)]
+        assert not bad, f"{clip} frame {f}: the motion lies outside the limits of {bad}"
+
+
+@pytest.mark.parametrize("at", ["frame", "rest"])
+def test_knees_bend_forward_and_elbows_back_on_the_cmu_skeleton(at: str) -> None:
+    # Without the animation: the bend side comes from the pose (frame 1: knees bent) or, at the rest pose
+    # (limbs straight), from the body's frame.
+    obj = import_clip("cmu_131_01")
+    bpy.context.scene.frame_set(1)
+    if at == "rest":
+        obj.animation_data.action = None
+        for pb in obj.pose.bones:
+            pb.matrix_basis.identity()
+            pb.location = (0.0, 0.0, 0.0)
+            pb.rotation_euler = (0.0, 0.0, 0.0)
+        bpy.context.view_layer.update()
+    assert set_up(obj, fit_animation=False) == {"FINISHED"}
+    # A hinge's bend side (its widest cone side) points toward the back of the body at the knee and toward the
+    # front at the elbow. Directions in each bone's reference frame (armature space is world space here).
+    pb = obj.pose.bones
+    back_world = np.array([0.0, 1.0, 0.0])  # the CMU clips face -Y after Blender's importer
+    axes = {"up": np.array([0.0, 0.0, 1.0]), "down": np.array([0.0, 0.0, -1.0])}
+    axes |= {"left": np.array([-1.0, 0.0, 0.0]), "right": np.array([1.0, 0.0, 0.0])}
+    for side in ("Left", "Right"):
+        for bone, sign in ((f"{side}Knee", 1.0), (f"{side}Elbow", -1.0)):
+            b = pb[bone]
+            ref = np.array((b.parent.matrix @ b.parent.bone.matrix_local.inverted() @ b.bone.matrix_local).to_3x3())
+            ref /= np.linalg.norm(ref, axis=0)
+            back = ref.T @ back_world
+            back[1] = 0.0
+            back /= np.linalg.norm(back)
+            lim = b.reach_ik
+            widest = max(axes, key=lambda k: getattr(lim, f"cone_{k}"))
+            assert math.degrees(getattr(lim, f"cone_{widest}")) >= 90.0, f"{bone}: a hinge bends far"
+            assert sign * float(axes[widest] @ back) > 0.3, f"{bone} bends toward {widest}, the back is {back}"
