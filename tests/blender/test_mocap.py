@@ -24,6 +24,12 @@ CLIPS = ("cmu_131_01", "cmu_131_03")
 limits_mod = sys.modules.get(f"{ADDON}.solvers.limits") or __import__(f"{ADDON}.solvers.limits", fromlist=["x"])
 
 
+def fcurves(obj: bpy.types.Object) -> list[bpy.types.FCurve]:
+    """The armature's F-Curves (`Action.fcurves` is gone from Blender 5.0: through the add-on's adapter)."""
+    anim = __import__("bpy_session").submodule("rig.anim")
+    return list(anim.all_fcurves(obj.animation_data.action, obj))
+
+
 def import_clip(name: str) -> bpy.types.Object:
     path = MOCAP / f"{name}.bvh"
     if not path.exists():
@@ -166,3 +172,61 @@ def test_knees_bend_forward_and_elbows_back_on_the_cmu_skeleton(at: str) -> None
             widest = max(axes, key=lambda k: getattr(lim, f"cone_{k}"))
             assert math.degrees(getattr(lim, f"cone_{widest}")) >= 90.0, f"{bone}: a hinge bends far"
             assert sign * float(axes[widest] @ back) > 0.3, f"{bone} bends toward {widest}, the back is {back}"
+
+
+# Where the clip puts hands, feet and head (tips of the chains: tails of the forearm, shin and head bones), and
+# elbows and knees (tails of the upper arm and thigh bones).
+ENDS = ("LeftElbow", "RightElbow", "LeftKnee", "RightKnee", "Head")
+MIDDLES = ("LeftShoulder", "RightShoulder", "LeftHip", "RightHip")
+
+
+def play(obj: bpy.types.Object, start: int, end: int) -> np.ndarray:
+    """(frames, bones, 3) world tails of ENDS then MIDDLES on every frame, played in order."""
+    scene = bpy.context.scene
+    out = []
+    for f in range(start, end + 1):
+        scene.frame_set(f)
+        ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        out.append([np.array(ev.matrix_world @ ev.pose.bones[n].tail) for n in (*ENDS, *MIDDLES)])
+    return np.array(out)
+
+
+@pytest.mark.parametrize("clip", CLIPS)
+def test_snapped_over_its_range_the_ik_plays_and_bakes_the_clip(clip: str) -> None:
+    obj = import_clip(clip)
+    start, end = (int(v) for v in obj.animation_data.action.frame_range)
+    mocap = play(obj, start, end)
+    bpy.context.scene.frame_set(start)
+    assert set_up(obj) == {"FINISHED"}
+    done = bpy.ops.reach.snap_to_pose(chains="ALL", use_range=True, frame_start=start, frame_end=end)
+    assert done == {"FINISHED"}
+    # Every target and pole is keyed on every frame of the range.
+    for ch in obj.reach_ik.chains:
+        bone = obj.pose.bones[ch.target_bone]
+        path = f'pose.bones["{bone.name}"].location'
+        curves = [fc for fc in fcurves(obj) if fc.data_path == path]
+        assert curves and len(curves[0].keyframe_points) == end - start + 1, ch.name
+    tol = obj.reach_ik.tolerance
+    n = len(ENDS)
+    for what in ("live playback", "the bake"):
+        if what == "the bake":
+            assert bpy.ops.reach.bake(frame_start=start, frame_end=end) == {"FINISHED"}
+        got = play(obj, start, end)
+        ends = np.linalg.norm(got[:, :n] - mocap[:, :n], axis=2)
+        middles = np.linalg.norm(got[:, n:] - mocap[:, n:], axis=2)
+        f, k = np.unravel_index(int(np.argmax(ends)), ends.shape)
+        assert ends.max() <= tol, f"{clip}, {what}: {ENDS[k]} is {ends.max():.2e} off at frame {start + f}"
+        f, k = np.unravel_index(int(np.argmax(middles)), middles.shape)
+        # 0.01 here is 0.7 mm on this skeleton (its units are about 7 cm): stricter than 1 cm.
+        assert middles.max() <= 0.01, f"{clip}, {what}: {MIDDLES[k]} is {middles.max():.2e} off at frame {start + f}"
+
+
+def test_a_range_snap_with_an_empty_range_changes_nothing() -> None:
+    obj = import_clip("cmu_131_01")
+    bpy.context.scene.frame_set(5)
+    assert set_up(obj) == {"FINISHED"}
+    keys_before = sum(len(fc.keyframe_points) for fc in fcurves(obj))
+    with pytest.raises(RuntimeError, match="empty"):
+        bpy.ops.reach.snap_to_pose(chains="ALL", use_range=True, frame_start=10, frame_end=3)
+    assert sum(len(fc.keyframe_points) for fc in fcurves(obj)) == keys_before
+    assert bpy.context.scene.frame_current == 5
