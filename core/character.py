@@ -77,6 +77,10 @@ class SetupOptions:
 
 #: Room (radians) left beyond the pose the set-up runs on when a limit is widened to hold it.
 POSE_MARGIN = math.radians(1.0)
+#: A limb bent less than this (degrees) is straight to float precision: its control goes a hair beyond its
+#: reach (`FULL_STRETCH_NUDGE` of it), so the solve keeps it straight.
+FULL_STRETCH_DEG = 0.05
+FULL_STRETCH_NUDGE = 2e-6
 #: A limb bent less than this (degrees) in the pose says nothing about which way it bends.
 BENT_DEG = 10.0
 
@@ -163,8 +167,9 @@ def pole_position(joints: tuple[F64, F64, F64], bend_dir: F64) -> F64:
         side = (middle - root) - axis * float((middle - root) @ axis)
     else:
         side = bend_dir - axis * float(bend_dir @ axis)
-        if float(np.linalg.norm(side)) < 1e-9:
-            side = np.cross(axis, np.array([1.0, 0.0, 0.0]))
+        if float(np.linalg.norm(side)) < 1e-6 * max(float(np.linalg.norm(bend_dir)), 1e-12):
+            # No facing to go by (a skeleton lying along one axis): any side, away from the limb's own axis.
+            side = np.cross(axis, np.eye(3)[int(np.argmin(np.abs(axis)))])
     return middle + _unit(side) * 0.5 * reach
 
 
@@ -361,6 +366,14 @@ def plan(
             middle = pose[limb.lower[0], :3, 3]
             tip_tail = pose[tip, :3, 3] + pose[tip, :3, 1] * bone_len[tip]
             bend_dir = -forward if kind == "arm" else forward
+            target_matrix = _end_matrix(pose, tip, limb.end, bone_len[tip])
+            if _bend_angle(root_head, middle, tip_tail) < FULL_STRETCH_DEG:
+                # A limb straight to float precision: a control exactly at its reach (float32 in Blender) may
+                # lie a hair inside it, and the two-bone solve bends the limb by sqrt(rounding) (0.17 mm on a
+                # 0.9 m leg). A control a hair beyond keeps it straight; the tip misses by far below Tolerance.
+                axis = _unit(tip_tail - root_head)
+                reach = float(np.linalg.norm(middle - root_head) + np.linalg.norm(tip_tail - middle))
+                target_matrix[:3, 3] += axis * reach * FULL_STRETCH_NUDGE
             chains.append(
                 ChainSpec(
                     name=f"{limb_word}.{side}",
@@ -368,7 +381,7 @@ def plan(
                     length=len(limb.bones),
                     solver="TWO_BONE" if limb.two_bone else "CCD",
                     target_name=f"IK-{end_word}.{side}",
-                    target_matrix=_end_matrix(pose, tip, limb.end, bone_len[tip]),
+                    target_matrix=target_matrix,
                     end=limb.end if options.end_follow else -1,
                     pole_name=f"Pole-{limb_word}.{side}",
                     pole_at=pole_position((root_head, middle, tip_tail), bend_dir),

@@ -230,3 +230,76 @@ def test_a_range_snap_with_an_empty_range_changes_nothing() -> None:
         bpy.ops.reach.snap_to_pose(chains="ALL", use_range=True, frame_start=10, frame_end=3)
     assert sum(len(fc.keyframe_points) for fc in fcurves(obj)) == keys_before
     assert bpy.context.scene.frame_current == 5
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Other datasets' shapes: small BVH files written from the format's docs (tests/blender/bvh_files.py)
+# ---------------------------------------------------------------------------------------------------------
+
+SHAPE_LABELS = {"lying": "generic", "apose": "Mixamo", "unreal_cm": "Unreal mannequin"}
+
+
+def import_shape(shape: str, tmp_path: Path) -> bpy.types.Object:
+    import bvh_files
+
+    path = bvh_files.write(tmp_path / f"{shape}.bvh", shape)
+    bpy.ops.import_anim.bvh(filepath=str(path))
+    obj = bpy.context.object
+    assert obj is not None and obj.type == "ARMATURE"
+    return obj
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPE_LABELS))
+def test_other_shapes_are_set_up_truthfully_nothing_moves_and_the_motion_fits(shape: str, tmp_path: Path) -> None:
+    obj = import_shape(shape, tmp_path)
+    scene = bpy.context.scene
+    names = [pb.name for pb in obj.pose.bones]
+    start, end = (int(v) for v in obj.animation_data.action.frame_range)
+    rel = []
+    for f in range(start, end + 1):
+        scene.frame_set(f)
+        rel.append(basis_rotations(obj, names))
+    scene.frame_set(17)
+    before = evaluated(obj)
+    character = __import__("bpy_session").submodule("rig.character")
+    humanoid = __import__("bpy_session").submodule("core.humanoid")
+    found = humanoid.recognise(character.read_skeleton(obj).info)
+    assert found.by == SHAPE_LABELS[shape], f"{shape}: read as {found.by}"
+    assert set_up(obj) == {"FINISHED"}
+    scene.frame_set(17)
+    dist, where = moved(before, evaluated(obj))
+    assert dist <= 1e-4 * (100.0 if shape != "lying" else 1.0), f"{shape}: the set-up moved {where} by {dist}"
+    limited = [n for n in names if obj.pose.bones[n].reach_ik.use_cone or obj.pose.bones[n].reach_ik.use_twist]
+    idx = [names.index(n) for n in limited]
+    cone, tmin, tmax, use = limit_rows(obj, limited)
+    for f, r in enumerate(rel, start):
+        r = r[idx]
+        ok = (limits_mod.cone_contains(r[:, :, 1], cone) | ~use) & (limits_mod.twist_angle(r) >= tmin - 1e-6)
+        ok &= limits_mod.twist_angle(r) <= tmax + 1e-6
+        assert ok.all(), f"{shape} frame {f}: outside the limits of {[limited[k] for k in np.flatnonzero(~ok)]}"
+
+
+def test_a_skeleton_lying_along_one_axis_gets_no_limit_it_cannot_justify(tmp_path: Path) -> None:
+    # At its rest pose, with no animation, nothing tells which way the body faces or the knees bend: the
+    # set-up makes no hip cone and no knee hinge, and says so.
+    obj = import_shape("lying", tmp_path)
+    obj.animation_data.action = None
+    for pb in obj.pose.bones:
+        pb.rotation_euler = (0.0, 0.0, 0.0)
+        pb.location = (0.0, 0.0, 0.0)
+    bpy.context.view_layer.update()
+    bs = __import__("bpy_session")
+    sk = bs.submodule("rig.character").read_skeleton(obj)
+    h = bs.submodule("core.humanoid").recognise(sk.info)
+    core = bs.submodule("core.character")
+    plan = core.plan(h, sk.info.names, sk.info.parent, sk.rest, sk.length, sk.pose, core.SetupOptions())
+    unlimited = {sk.info.names[b] for b in plan.unlimited}
+    assert {"UpperLeg_L", "UpperLeg_R", "LowerLeg_L", "LowerLeg_R"} <= unlimited, unlimited
+    assert all(sk.info.names[b] not in unlimited for b in plan.limits)
+    text = bs.submodule("operators.setup").limits_summary(plan, list(plan.chains), sk.info.names, sk.info.parent, None)
+    assert "no limit on" in text and "LowerLeg_L (straight" in text
+    before = evaluated(obj)
+    assert set_up(obj) == {"FINISHED"}
+    dist, where = moved(before, evaluated(obj))
+    assert dist <= 1e-4, f"the set-up moved {where} by {dist}"
+    assert not obj.pose.bones["LowerLeg_L"].reach_ik.use_cone, "no knee hinge it cannot justify"
