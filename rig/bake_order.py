@@ -131,32 +131,45 @@ def solve_live_order(
         for b in need_order
     }
     pose: dict[int, Matrix] = {}
+    chain_set = set(bones)
+    # Only chain bones and the bones below one change from frame to frame; the others are posed once.
+    moving: list[int] = []
+    for b in need_order:
+        p = parents[b]
+        if b in chain_set or (p >= 0 and p in moving):
+            moving.append(b)
+    attrs = {b: _CHANNEL.get(modes[b], "rotation_euler") for b in need_order}
 
-    def repose() -> None:
-        for b in need_order:
+    def repose(which: list[int]) -> None:
+        for b in which:
             loc, scale = fixed[b]
-            m = rest_rel4[b] @ _basis4(
-                modes[b], channels[_CHANNEL.get(modes[b], "rotation_euler")][b].tolist(), loc, scale
-            )
+            m = rest_rel4[b] @ _basis4(modes[b], channels[attrs[b]][b].tolist(), loc, scale)
             p = parents[b]
             pose[b] = m if p < 0 else pose[p] @ m
 
-    repose()
+    repose(need_order)
     n_frames = inputs.pose.shape[0]
-    raws = np.empty((n_frames, len(bones), 4), dtype=np.float32)
+    raws = np.zeros((n_frames, len(bones), 4), dtype=np.float32)
+    rows = [(k, channels[attrs[b]], b) for k, b in enumerate(bones)]
     outcomes: dict[int, list[ChainOutcome]] = {}
-    with_pole = set(inputs.poles)
+    with_pole = [i for i in chains if i in inputs.poles]
+    # Every frame's matrices as nested lists once (numpy -> Matrix one frame at a time costs more).
+    target_rows = {i: inputs.targets[i].tolist() for i in chains}
+    pole_rows = {i: inputs.poles[i].tolist() for i in with_pole}
+    world_rows = inputs.world.tolist()
+    angle_rows = {i: a.tolist() for i, a in inputs.pole_angles.items()}
     for f in range(n_frames):
-        targets = {i: Matrix(inputs.targets[i][f].tolist()) for i in chains}
-        poles = {i: Matrix(inputs.poles[i][f].tolist()) for i in chains if i in with_pole}
-        angles = {i: float(a[f]) for i, a in inputs.pole_angles.items()}
-        result = program.solve(
-            order, pose.__getitem__, Matrix(inputs.world[f].tolist()), targets, poles, angles, channels
-        )
+        targets = {i: Matrix(target_rows[i][f]) for i in chains}
+        poles = {i: Matrix(pole_rows[i][f]) for i in with_pole}
+        angles = {i: float(a[f]) for i, a in angle_rows.items()}
+        result = program.solve(order, pose.__getitem__, Matrix(world_rows[f]), targets, poles, angles, channels)
         for i, o in result.outcomes.items():
             outcomes.setdefault(i, []).append(o)
-        raws[f] = fk.raw_rotations(channels, bones, [int(mode_values[b]) for b in bones])
-        repose()
+        out = raws[f]
+        for k, channel, b in rows:
+            row = channel[b]
+            out[k, : row.shape[0]] = row
+        repose(moving)
     for i, outs in outcomes.items():
         report.outcomes[i] = merge_outcomes(outs)
     flat = fk.basis_rotations(raws.reshape(-1, 4), [int(mode_values[b]) for b in bones] * n_frames)
