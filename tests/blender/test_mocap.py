@@ -303,3 +303,18 @@ def test_a_skeleton_lying_along_one_axis_gets_no_limit_it_cannot_justify(tmp_pat
     dist, where = moved(before, evaluated(obj))
     assert dist <= 1e-4, f"the set-up moved {where} by {dist}"
     assert not obj.pose.bones["LowerLeg_L"].reach_ik.use_cone, "no knee hinge it cannot justify"
+
+
+def test_a_set_up_whose_chains_miss_their_controls_warns(capfd: pytest.CaptureFixture[str]) -> None:
+    # A knee limit the user set before (kept by the set-up) holds the shin straight where the clip bends it:
+    # the leg cannot reach its control, and the set-up says so as a warning naming the chain.
+    obj = import_clip("cmu_131_01")
+    bpy.context.scene.frame_set(200)
+    lim = obj.pose.bones["LeftKnee"].reach_ik
+    lim.use_cone = True
+    lim.cone_up = lim.cone_down = lim.cone_left = lim.cone_right = math.radians(1.0)
+    capfd.readouterr()
+    assert set_up(obj) == {"FINISHED"}
+    out = capfd.readouterr().out
+    assert "Warning: Reach IK:" in out and "chain 'leg.L' misses its control by" in out, out[-600:]
+    assert "chain 'leg.R'" not in out
