@@ -158,3 +158,26 @@ def test_a_bake_that_misses_says_so_with_the_chain_the_frames_and_the_worst_fram
     assert stats.max_residual > 2.9
     text = " ".join(result.warnings)
     assert "'b1' missed its target on 3 of 60 frame(s)" in text and f"at frame {stats.worst_frame}" in text
+
+
+@pytest.mark.parametrize("case", ["target rotation", "tree"])
+def test_rigs_the_live_program_does_not_take_bake_as_live_playback_too(case: str) -> None:
+    # Use Target Rotation, and two chains sharing bones (a tree), go through the full solver frame by frame.
+    rig, target = turning_arm("FABRIK")
+    ch = rig.reach_ik.chains[0]
+    if case == "target rotation":
+        ch.use_target_rotation = True
+        for f in range(1, N + 1):
+            target.rotation_euler = (0.0, 0.0, math.radians(3.0 * f))
+            target.keyframe_insert("rotation_euler", frame=f)
+    else:
+        # The elbow's target turns with the hand's (one rigid arm: both reachable together).
+        other = rigs.empty("T2", (1.0, 0.0, 0.1))
+        for f in range(1, N + 1):
+            other.location = Matrix.Rotation(math.radians(5.0 * (f - 1)), 3, AXIS) @ Vector((1.0, 0.0, 0.1))
+            other.keyframe_insert("location", frame=f)
+        rigs.add_chain(rig, "b0", 2, other, solver="FABRIK", name="upper")
+    live = live_playback(rig)
+    assert bake(rig, current=23) == {"FINISHED"}
+    worst = float(angle_between(live, track(rig)).max())
+    assert worst < 0.2, f"{case}: the keys differ from live playback by {worst:.2f} degrees"
