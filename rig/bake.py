@@ -18,7 +18,8 @@ from numpy.typing import NDArray
 
 from ..core import convert
 from ..core.model import Plan
-from . import anim, armature, cache, fastread, fk, live
+from ..core.sequence import solve_in_order
+from . import anim, armature, bake_order, cache, fastread, fk, live
 from . import body as rig_body
 from .chains import ChainChoiceError, choose_chains
 from .props import rig_settings
@@ -32,6 +33,7 @@ from .solve import (
     stack_inputs,
     stretch_release,
 )
+from .solve import snapshot as rig_snapshot
 
 F64 = NDArray[np.float64]
 Progress = Callable[[float, str], None]
@@ -63,6 +65,8 @@ class ChainStats:
     mean_residual: float
     mean_iterations: float
     reached_all: bool
+    frames_missed: int = 0  # frames whose tip ended farther than the Tolerance from its target
+    worst_frame: int | None = None  # the frame of `max_residual`
 
 
 @dataclass
@@ -103,6 +107,8 @@ class BakeResult:
                     "mean_residual": c.mean_residual,
                     "mean_iterations": c.mean_iterations,
                     "reached_all": c.reached_all,
+                    "frames_missed": c.frames_missed,
+                    "worst_frame": c.worst_frame,
                 }
                 for c in self.chains
             ],
@@ -257,9 +263,24 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
             inputs.release, inputs.release_bones = stretch_release(
                 obj, sk, plan, channels_before["scale"].astype(np.float64)
             )
-            if rig_settings(obj).full_body and rig_settings(obj).start_from == "CURRENT":  # as live (rig/body.py)
+            solved = None
+            full_body = rig_settings(obj).full_body
+            if full_body and rig_settings(obj).start_from == "CURRENT":
+                # Full Body starts the spine from its FK pose in every frame, as live (rig/body.py): every frame
+                # is independent, so the batched bake below is live playback; no frame-order solve.
                 inputs.preset = {**inputs.preset, **rig_body.bake_fk_start(obj, sk, plan, channels_before, len(frames))}
-            solved = solve_inputs(obj, sk, plan, inputs, report, smooth=True)
+            if rig_settings(obj).start_from == "CURRENT" and len(frames) > 1 and not full_body:
+                # Each frame from the previous one's result, as live playback from the first frame.
+                first, carried = bake_order.first_start(obj, sk.names, plan, channels_before)
+                snap = rig_snapshot(obj, sk, plan)
+                if carried:
+                    every = carried == set(first)
+                    if every:
+                        solved = bake_order.solve_live_order(obj, snap, inputs, report, channels_before)
+                    if solved is None:
+                        solved = solve_in_order(snap, inputs, report, first, carried)
+            if solved is None:
+                solved = solve_inputs(obj, sk, plan, inputs, report, smooth=True)
             result.seconds_solve = time.perf_counter() - t1
             bad = {i: o for i, o in report.outcomes.items() if not o.valid}
             if bad:
@@ -307,20 +328,30 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
     written = cache.stretched.get(obj.session_uid, {})
     for b in solved.scale_bones:
         written.pop(sk.names[b], None)
+    tolerance = float(settings.tolerance)
     for i in sorted(only):
         out = report.outcomes[i]
         res = out.residuals if out.residuals is not None else np.zeros(1)
         its = out.iteration_counts if out.iteration_counts is not None else np.zeros(1)
-        result.chains.append(
-            ChainStats(
-                settings.chains[i].name,
-                len(frames),
-                float(res.max()),
-                float(res.mean()),
-                float(its.mean()),
-                out.reached,
-            )
+        missed = int(np.count_nonzero(res > tolerance * (1.0 + 1e-6)))
+        worst_at = frames[int(np.argmax(res))] if len(res) == len(frames) else None
+        stats = ChainStats(
+            settings.chains[i].name,
+            len(frames),
+            float(res.max()),
+            float(res.mean()),
+            float(its.mean()),
+            out.reached,
+            missed,
+            worst_at,
         )
+        result.chains.append(stats)
+        if missed:
+            at = f" at frame {worst_at}" if worst_at is not None else ""
+            result.warnings.append(
+                f"chain '{stats.name}' missed its target on {missed} of {len(frames)} frame(s): worst "
+                f"{stats.max_residual:.3g}{at} (Tolerance {tolerance:.3g}); the keys hold the pose the IK reached"
+            )
     if opts.disable_after:
         for i in only:
             settings.chains[i].enabled = False

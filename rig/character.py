@@ -16,11 +16,15 @@ import numpy as np
 from mathutils import Matrix, Vector
 from numpy.typing import NDArray
 
+from ..core import convert
 from ..core.character import ChainSpec, SetupPlan
 from ..core.humanoid import SkeletonInfo
-from . import ikfk_follow
+from . import anim, ikfk_follow
 from .ikfk_follow import FOLLOW_CONSTRAINT
 from .props import bone_limits, rig_settings
+
+#: At most this many frames of an animation are read to fit limits to it (a longer action is sampled evenly).
+MOTION_FRAMES = 4000
 
 #: The bone collection control bones go to (Blender 4.0+ armatures), so a rigger can show or hide them.
 CONTROLS_COLLECTION = "Reach IK Controls"
@@ -48,6 +52,47 @@ def read_skeleton(obj: bpy.types.Object) -> SkeletonRead:
     tail = np.array([b.tail_local for b in bones], dtype=np.float64).reshape(-1, 3)
     info = SkeletonInfo(tuple(b.name for b in bones), parent, head, tail)
     return SkeletonRead(info, rest, length, pose)
+
+
+def read_motion(obj: bpy.types.Object, names: tuple[str, ...]) -> tuple[NDArray[np.float64], str] | None:
+    """(F,B,3,3) every bone's basis rotation on each frame of `obj`'s action (bones in `names` order), and the
+    action's name; None when the armature has no action.
+
+    Read from the action's F-Curves (a channel with no curve keeps its value now), without stepping the
+    scene: mocap clips run to thousands of frames. Constraints and drivers are not part of it."""
+    ad = obj.animation_data
+    action = ad.action if ad is not None else None
+    if action is None or obj.pose is None:
+        return None
+    start, end = round(action.frame_range[0]), round(action.frame_range[1])
+    frames = np.arange(start, end + 1, dtype=np.float64)
+    if len(frames) > MOTION_FRAMES:
+        frames = np.linspace(start, end, MOTION_FRAMES)
+    curves = anim.fcurve_map(action, obj)
+    out = np.empty((len(frames), len(names), 3, 3))
+    for b, name in enumerate(names):
+        pb = obj.pose.bones[name]
+        mode = pb.rotation_mode
+        path, width = {
+            "QUATERNION": ("rotation_quaternion", 4),
+            "AXIS_ANGLE": ("rotation_axis_angle", 4),
+        }.get(mode, ("rotation_euler", 3))
+        now = list(getattr(pb, path))
+        base = f'pose.bones["{bpy.utils.escape_identifier(name)}"].{path}'
+        values = np.empty((len(frames), width))
+        for i in range(width):
+            fc = curves.get((base, i))
+            values[:, i] = [fc.evaluate(float(f)) for f in frames] if fc is not None else now[i]
+        if mode == "QUATERNION":
+            q = values / np.maximum(np.linalg.norm(values, axis=1, keepdims=True), 1e-12)
+            out[:, b] = convert.quaternion_to_matrix(q)
+        elif mode == "AXIS_ANGLE":
+            axis = values[:, 1:] / np.maximum(np.linalg.norm(values[:, 1:], axis=1, keepdims=True), 1e-12)
+            half = 0.5 * values[:, :1]
+            out[:, b] = convert.quaternion_to_matrix(np.concatenate([np.cos(half), axis * np.sin(half)], axis=1))
+        else:
+            out[:, b] = convert.euler_to_matrix(values, mode)
+    return out, action.name
 
 
 def unique_name(existing: Collection[str], base: str, first: int = 1) -> str:

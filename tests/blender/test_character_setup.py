@@ -343,3 +343,37 @@ def test_symmetrize_with_many_chain_tips_selected_mirrors_each_chain(tmp_path: P
     for tip, (weight, soft, solver) in want.items():
         assert got[tip][:2] == pytest.approx([weight, soft]) and got[tip][2] == solver, (tip, got[tip])
         assert got[tip][3].endswith(".R") and got[tip][3] in out["bones"], f"{tip}: control {got[tip][3]!r}"
+
+
+def test_a_pose_past_the_presets_moves_nothing_and_the_report_says_which_limit_grew() -> None:
+    # A kick: the Mixamo demo skeleton's left thigh raised 130 degrees forward (the hip preset allows 110).
+    obj = demo_rigs.humanoid("mixamo", bent=False)
+    rigs.update()
+    pb = obj.pose.bones["mixamorig:LeftUpLeg"]
+    world = obj.matrix_world @ pb.matrix
+    head = world.translation.copy()
+    kick = Matrix.Translation(head) @ Matrix.Rotation(math.radians(-130.0), 4, "X") @ Matrix.Translation(-head)
+    pb.matrix = obj.matrix_world.inverted() @ kick @ world
+    rigs.update()
+    assert rigs.world_tail(obj, "mixamorig:LeftLeg")[2] > rigs.world_head(obj, "mixamorig:LeftUpLeg")[2], "kicked"
+    before = _pose(obj)
+    assert _setup(obj) == {"FINISHED"}
+    rigs.update()
+    after = _pose(obj)
+    worst = max(np.abs(after[n][:3, 3] - before[n][:3, 3]).max() for n in before)
+    assert worst < 1e-4, f"the set-up moved the kicked leg by {worst:.4f}"
+    tail_before = before["mixamorig:LeftLeg"] @ np.array([0.0, obj.data.bones["mixamorig:LeftLeg"].length, 0.0, 1.0])
+    tail_after = after["mixamorig:LeftLeg"] @ np.array([0.0, obj.data.bones["mixamorig:LeftLeg"].length, 0.0, 1.0])
+    assert np.linalg.norm(tail_after - tail_before) < 1e-4
+
+
+def test_the_report_names_the_limits_widened_for_the_pose() -> None:
+    from importlib import import_module
+
+    setup = import_module(f"{ADDON}.operators.setup")
+    character = import_module(f"{ADDON}.core.character")
+    limit_fit = import_module(f"{ADDON}.core.limit_fit")
+    chain = character.ChainSpec("leg.L", 2, 2, "TWO_BONE", "IK-foot.L", np.eye(4))
+    the_plan = character.SetupPlan((chain,), {}, widened={1: limit_fit.Widened(math.radians(21.0), 0.0)})
+    text = setup.limits_summary(the_plan, [chain], ("hips", "thigh", "shin"), (-1, 0, 1), None)
+    assert "thigh cone +21.0°" in text and "current pose" in text
