@@ -105,8 +105,8 @@ def settle(rigs: list[bpy.types.Object], counts: dict[int, int], skip: set[int])
         by_uid = {ob.session_uid: ob for ob in rigs}
         for ob in rigs:
             uid = ob.session_uid
-            if uid in skip or ob.mode == "EDIT":
-                continue
+            if uid in skip or ob.mode == "EDIT" or written <= {uid}:
+                continue  # a rig only follows others (a scene with one rig walks nothing)
             found = _unpredicted(ob, written, by_uid)
             if found:
                 marks[uid] = found
@@ -114,18 +114,16 @@ def settle(rigs: list[bpy.types.Object], counts: dict[int, int], skip: set[int])
         if uid in cache.dirty:
             continue  # not checked in this update (the handler was not called for it): still behind
         del cache.behind[uid]
-        ob = _rig(rigs, uid)
-        if ob is None:
-            continue
+        back = _rig(rigs, uid)
         again = [i for i in old if i not in marks.get(uid, {})]
-        if again:
+        if back is not None and again:
             # `shown=None`: write every field, as the outcome stored at its last solve says.
-            store_status(ob, RigReport(outcomes=dict(cache.outcomes.get(uid, {}))), None, again)
+            store_status(back, RigReport(outcomes=dict(cache.outcomes.get(uid, {}))), None, again)
     for uid, found in marks.items():
-        ob = _rig(rigs, uid)
-        if ob is None:
+        marked = _rig(rigs, uid)
+        if marked is None:
             continue
-        chains = rig_settings(ob).chains
+        chains = rig_settings(marked).chains
         for i, message in found.items():
             if chains[i].message != message:
                 chains[i].message = message
