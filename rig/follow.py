@@ -150,6 +150,14 @@ def _schedule() -> None:
         bpy.app.timers.register(_on_timer, first_interval=0.0)
 
 
+def cancel() -> None:
+    """Drop a scheduled re-solve (the add-on is unregistered)."""
+    global _timer_on
+    if bpy.app.timers.is_registered(_on_timer):
+        bpy.app.timers.unregister(_on_timer)
+    _timer_on = False
+
+
 def _on_timer() -> None:
     global _timer_on
     _timer_on = False
