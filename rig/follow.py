@@ -105,7 +105,7 @@ def settle(rigs: list[bpy.types.Object], counts: dict[int, int], skip: set[int])
         by_uid = {ob.session_uid: ob for ob in rigs}
         for ob in rigs:
             uid = ob.session_uid
-            if uid in skip or ob.mode == "EDIT" or written <= {uid}:
+            if uid in skip or ob.mode == "EDIT" or written <= {uid} or not rig_settings(ob).live:
                 continue  # a rig only follows others (a scene with one rig walks nothing)
             found = _unpredicted(ob, written, by_uid)
             if found:

@@ -139,28 +139,38 @@ def guard(obj: bpy.types.Object) -> list[str]:
     changed = []
     chains = rig_settings(obj).chains
     for i, ch in enumerate(chains):
-        if not ch.enabled:
-            continue
+        # Disabled chains too: the constraint follows the control whatever the chain does.
         bone = owned(obj, i)
         if not bone:
             continue
-        pb = obj.pose.bones[bone]
-        con = pb.constraints[FOLLOW_CONSTRAINT]
-        c = con  # a Copy Rotation: target and subtarget
-        held = pb.get(MUTED_KEY)
-        if _control_missing(obj, ch):
-            sub = str(getattr(c, "subtarget", "") or "")
-            if held is None:
-                pb[MUTED_KEY] = {"subtarget": sub or target_bone_of(ch.target, ch.target_bone), "muted": int(con.mute)}
-                con.mute = True
+        try:
+            if _guard_one(obj, ch, bone):
                 changed.append(bone)
-            arm = getattr(c, "target", None)
-            if sub and arm is not None and arm.type == "ARMATURE" and sub not in arm.data.bones:
-                c.subtarget = ""  # kept in MUTED_KEY (and the chain's Target Bone)
-        elif held is not None:
-            c.target = ch.target
-            c.subtarget = target_bone_of(ch.target, ch.target_bone)
-            con.mute = bool(held.get("muted", 0))
-            forget_muted(pb)
-            changed.append(bone)
+        except (AttributeError, TypeError, RuntimeError):
+            continue  # a linked bone or constraint that cannot be edited here: left as it is
     return changed
+
+
+def _guard_one(obj: bpy.types.Object, ch: Any, bone: str) -> bool:
+    """`guard` for one chain and its follower `bone`: whether it muted or gave back the constraint."""
+    pb = obj.pose.bones[bone]
+    con = pb.constraints[FOLLOW_CONSTRAINT]
+    c = con  # a Copy Rotation: target and subtarget
+    held = pb.get(MUTED_KEY)
+    if _control_missing(obj, ch):
+        sub = str(getattr(c, "subtarget", "") or "")
+        made = held is None
+        if made:
+            pb[MUTED_KEY] = {"subtarget": sub or target_bone_of(ch.target, ch.target_bone), "muted": int(con.mute)}
+            con.mute = True
+        arm = getattr(c, "target", None)
+        if sub and arm is not None and arm.type == "ARMATURE" and sub not in arm.data.bones:
+            c.subtarget = ""  # kept in MUTED_KEY (and the chain's Target Bone)
+        return made
+    if held is None:
+        return False
+    c.target = ch.target
+    c.subtarget = target_bone_of(ch.target, ch.target_bone)
+    con.mute = bool(held.get("muted", 0))
+    forget_muted(pb)
+    return True
