@@ -7,6 +7,7 @@ evaluated pose."""
 from __future__ import annotations
 
 import bpy
+import bpy_session
 import pytest
 import rigs
 from mathutils import Matrix
@@ -160,3 +161,22 @@ def test_a_deleted_control_empty_mutes_the_follow_constraint() -> None:
     con = obj.pose.bones[HAND].constraints[FOLLOW]
     assert con.target is None or con.mute, "the hand must not follow a deleted control"
     assert _turn(_hand(obj), _own(obj)) < 0.05, "the hand keeps its own rotation"
+
+
+def test_symmetrize_a_chain_whose_control_is_deleted() -> None:
+    """Both hands' controls deleted, Symmetrize on the left arm: no traceback (it tried to mirror a bone that
+    is not there); the right chain names the bone that would mirror the left's control, and says it is missing."""
+    obj, ch, control = _setup()
+    _delete_control(obj, control, "OPERATOR")
+    other = obj.reach_ik.chains["arm.R"].target_bone
+    _delete_control(obj, other, "OPERATOR")
+    bpy.context.view_layer.objects.active = obj
+    bpy.ops.object.mode_set(mode="POSE")
+    compat = bpy_session.submodule("rig.compat")
+    for pb in obj.pose.bones:
+        compat.select_bone(pb, pb.name == ch.tip_bone)
+    assert bpy.ops.reach.symmetrize() == {"FINISHED"}
+    rigs.update()
+    right = obj.reach_ik.chains["arm.R"]
+    assert right.target_bone == other and not right.is_valid and f"'{other}'" in right.message, right.message
+    assert obj.pose.bones["mixamorig:RightHand"].constraints[FOLLOW].mute
