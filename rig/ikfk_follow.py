@@ -169,8 +169,14 @@ def _guard_one(obj: bpy.types.Object, ch: Any, bone: str) -> bool:
         return made
     if held is None:
         return False
-    c.target = ch.target
-    c.subtarget = target_bone_of(ch.target, ch.target_bone)
-    con.mute = bool(held.get("muted", 0))
+    # Written only where they differ: each write makes Blender rebuild the constraint's relations.
+    sub = target_bone_of(ch.target, ch.target_bone)
+    if c.target != ch.target:
+        c.target = ch.target
+    if c.subtarget != sub:
+        c.subtarget = sub
+    mute = bool(held.get("muted", 0))
+    if con.mute != mute:
+        con.mute = mute
     forget_muted(pb)
     return True

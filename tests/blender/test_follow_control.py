@@ -25,6 +25,25 @@ def _own(obj: bpy.types.Object) -> Matrix:
     return (ev.matrix_world @ parent.matrix @ local @ obj.pose.bones[HAND].matrix_basis).copy()
 
 
+def _assert_honest(obj: bpy.types.Object, what: str) -> None:
+    """Every valid chain at Influence 1 reports the distance Blender shows between its tip and its control."""
+    deps = bpy.context.evaluated_depsgraph_get()
+    ev = obj.evaluated_get(deps)
+    for ch in obj.reach_ik.chains:
+        if not ch.enabled or not ch.is_valid or ch.influence != 1.0:
+            continue
+        goal = ch.target.evaluated_get(deps)
+        at = (
+            goal.matrix_world @ goal.pose.bones[ch.target_bone].head
+            if ch.target_bone
+            else goal.matrix_world.translation
+        )
+        shown = ((ev.matrix_world @ ev.pose.bones[ch.tip_bone].tail) - at).length
+        assert abs(ch.residual - shown) <= 1e-4 + 1e-3 * shown, (
+            f"{what}: '{ch.name}' says {ch.residual:.4g}, shows {shown:.4g}"
+        )
+
+
 def _delete_control(obj: bpy.types.Object, bone: str, how: str) -> None:
     bpy.context.view_layer.objects.active = obj
     bpy.ops.object.mode_set(mode="EDIT")
@@ -64,6 +83,7 @@ def test_a_deleted_control_mutes_the_follow_constraint(how: str, capfd: pytest.C
     obj, ch, control = _setup()
     _delete_control(obj, control, how)
     assert not ch.is_valid and f"'{control}'" in ch.message, ch.message
+    _assert_honest(obj, f"control deleted ({how})")
     con = obj.pose.bones[HAND].constraints[FOLLOW]
     assert con.mute, "the follow constraint of a missing control must be muted"
     turn = _turn(_hand(obj), _own(obj))
@@ -86,6 +106,7 @@ def test_the_control_back_gives_the_follow_back(how: str) -> None:
     bpy.ops.object.mode_set(mode="OBJECT")
     rigs.update()
     assert ch.is_valid, ch.message
+    _assert_honest(obj, f"control back ({how})")
     con = obj.pose.bones[HAND].constraints[FOLLOW]
     assert not con.mute and con.subtarget == control and KEY not in obj.pose.bones[HAND]
     _rotate_control(obj, ch, (-0.3, 0.5, 0.2))
@@ -102,6 +123,7 @@ def test_picking_another_control_gives_the_follow_back_on_it() -> None:
     ch.target_bone = other
     rigs.update()
     assert ch.is_valid, ch.message
+    _assert_honest(obj, "another control picked")
     con = obj.pose.bones[HAND].constraints[FOLLOW]
     assert not con.mute and con.subtarget == other
     ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
