@@ -10,6 +10,7 @@ some axes) are not followed in the same update: their target is reached at the n
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 import bpy
@@ -99,6 +100,18 @@ def settle(rigs: list[bpy.types.Object], counts: dict[int, int], skip: set[int])
     at an earlier update their own status back (their rig has been checked since), and mark the valid chains
     whose target or pole follows a bone of a rig solved in this update in a way not carried with its solve.
     `skip`: rigs live solving leaves alone (baked, rendered)."""
+    try:
+        _settle(rigs, counts, skip)
+    except Exception:
+        # Never let this stop live solving (a rig deleted under us, a constraint of an unexpected kind): the
+        # rigs are solved already; print each distinct failure once, as the handler does for a rig.
+        text = traceback.format_exc()
+        if cache.reported.get(0) != text:
+            cache.reported[0] = text
+            print(f"Reach IK: checking rigs that follow other rigs failed:\n{text}")
+
+
+def _settle(rigs: list[bpy.types.Object], counts: dict[int, int], skip: set[int]) -> None:
     written = {uid for uid, n in cache.stats.items() if counts.get(uid) != n}
     marks: dict[int, dict[int, str]] = {}
     if written:
