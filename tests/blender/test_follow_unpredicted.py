@@ -48,6 +48,9 @@ def _add_follow(ta: bpy.types.Object, b: bpy.types.Object, kind: str) -> None:
     elif kind == "COPY_LOCATION_XY":
         con.use_z = False
         con.head_tail = 0.5
+    elif kind == "COPY_LOCATION_POSE":
+        con.target_space = "POSE"  # the armature's space: B sits at the origin, so TA is at b2's tail
+        con.head_tail = 1.0
     if kind.startswith("CHILD_OF"):
         rigs.update()
         con.inverse_matrix = (b.matrix_world @ b.pose.bones["b2"].matrix).inverted()
@@ -89,7 +92,7 @@ def _assert_honest(a: bpy.types.Object, ta: bpy.types.Object, what: str) -> bool
     return behind
 
 
-KINDS = ["CHILD_OF_PARTIAL", "CHILD_OF_NO_ROT_X", "COPY_LOCATION_XY", "DRIVER"]
+KINDS = ["CHILD_OF_PARTIAL", "CHILD_OF_NO_ROT_X", "COPY_LOCATION_XY", "COPY_LOCATION_POSE", "DRIVER"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
