@@ -929,5 +929,4 @@ def unregister() -> None:
         handlers = getattr(bpy.app.handlers, kind)
         while fn in handlers:
             handlers.remove(fn)
-    follow.cancel()
     cache.clear(keep_stats=False)
