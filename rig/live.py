@@ -822,6 +822,7 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
         # Armatures that other rigs' targets hang from: their solves also report how their bones moved.
         leaders = {a for u in uids for a, _b, _o in cache.hangs.get(u, ())}
         moved: _Moved = {}
+        counts = follow.begin()
         for obj, uid in zip(rigs, uids, strict=True):
             # A rig whose targets hang from a rig that moved in this update is checked whatever `updated` says.
             follows = bool(moved) and any(a in moved for a, _b, _o in cache.hangs.get(uid, ()))
@@ -857,6 +858,8 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
                 if cache.reported.get(uid) != text:
                     cache.reported[uid] = text
                     print(f"Reach IK: solving '{obj.name}' failed (other rigs go on):\n{text}")
+        # Rigs that follow one solved now in a way `_carry` cannot predict: solved again at the next update.
+        follow.settle(rigs, counts, _suspended)
     finally:
         _busy = False
         _skip_once.clear()  # for this check only

@@ -33,7 +33,7 @@ from ..core.model import (
     Solved,
 )
 from ..core.solve import stack_inputs
-from . import armature, cache, fk, renames
+from . import armature, cache, fk, ikfk_follow, renames
 from . import body as rig_body
 from .chains import build_plan, rig_problem, system_override
 from .props import bone_limits, rig_settings
@@ -245,8 +245,10 @@ def prepare(
         else:
             plan = build_plan(obj, sk)
             cache.plans[obj.session_uid] = (key, plan)
+            ikfk_follow.guard(obj)  # a control deleted or back: the hands' follow constraints follow suit
     else:
         plan = build_plan(obj, sk, only)
+        ikfk_follow.guard(obj)
     for i, msg in plan.errors.items():
         report.outcomes[i] = ChainOutcome(False, msg)
     return report, sk, plan

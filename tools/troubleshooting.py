@@ -25,7 +25,15 @@ from troubleshooting_notes import NOTES, PARTS, Note  # noqa: E402
 
 # Where a chain's status messages are written (in the order the page lists them): the outcome of a solve
 # first, then what the checks before a solve refuse.
-SOURCES = ("core/messages.py", "core/blend.py", "rig/chains.py", "core/checks.py", "core/solve.py", "core/body.py")
+SOURCES = (
+    "core/messages.py",
+    "core/blend.py",
+    "rig/chains.py",
+    "core/checks.py",
+    "core/solve.py",
+    "rig/follow.py",
+    "core/body.py",
+)
 MIN_LENGTH = 25  # shorter literals are names, keys and formats, not messages
 
 

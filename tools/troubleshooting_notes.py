@@ -205,12 +205,26 @@ NOTES: tuple[Note, ...] = (
         "A chain bone's rotation channel holds an infinite value. Reset its rotation (Alt R) or type a finite value.",
         "chains.md",
     ),
+    Note(
+        "one update behind: its target or pole follows a bone of",
+        "reach",
+        "The target (or pole) follows a bone of another Reach IK rig through a constraint or driver whose effect "
+        "Reach IK cannot work out by itself (a Child Of with some channels off or below full influence, a Copy "
+        "Location in a local space or on some axes, any other constraint, a driver). Blender moves the target only "
+        "after the other rig's solve, so the chain is solved again at the next update (at once in the viewport). "
+        "This is information, not an error. To follow in the same update, use a Child Of with every channel, Copy "
+        "Transforms, or Copy Location in world space on every axis, at full influence, or parent the target to the "
+        "bone.",
+        "limitations.md",
+    ),
     # -- targets, poles and bones that are gone or broken --
     Note(
         "(renamed or deleted?): pick the … bone again",
         "input",
         "The chain's target bone or pole bone is not in its armature any more. Renames are followed; a bone deleted "
-        "(or renamed and moved at rest in one edit) is not. Pick the bone again in the chain's settings.",
+        "(or renamed and moved at rest in one edit) is not. Pick the bone again in the chain's settings. A hand or "
+        "foot that followed the deleted control (Set Up Character's follow constraint) keeps its own rotation "
+        "meanwhile: Reach IK mutes that constraint and turns it back on, on the chain's control, once there is one.",
         "chains.md",
     ),
     Note(

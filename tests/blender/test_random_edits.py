@@ -5,8 +5,9 @@ any channel, every bone keeps its length in the evaluated pose, and every valid 
 is the one measured from Blender's evaluated pose.
 
 `test_random_operators` does the same with the operators (Set Up Character, Symmetrize, Fix, renders, undo and
-redo) on a humanoid, mixed with edits; besides, a render leaves pose and status byte-identical, an operator
-that refuses changes nothing, and Blender prints no depsgraph warning or traceback. (Run with more seeds and
+redo, deleting a control, Remove Chain) on a humanoid, mixed with edits; besides, a render leaves pose and status
+byte-identical, an operator that refuses changes nothing, no follow constraint follows a control that is gone,
+and Blender prints no depsgraph warning or traceback. (Run with more seeds and
 steps while developing: 30 seeds x 200 steps passed.)
 """
 
@@ -325,6 +326,17 @@ def _check_ops(what: str, capfd: pytest.CaptureFixture[str]) -> None:
     assert "Traceback" not in text, f"{what}: a traceback was printed:\n{text[:2000]}"
     snap = np.frombuffer(rigs.pose_snapshot(rig), dtype=np.float32)
     assert np.isfinite(snap).all(), f"{what}: a NaN or infinite channel"
+    if rig.mode != "EDIT":
+        for pb in rig.pose.bones:
+            con = pb.constraints.get("Reach IK: follow control")
+            if con is None or con.mute or con.target is None:
+                continue
+            # A follow constraint left on a control that is gone copies the armature's (or a deleted Empty's)
+            # rotation: Reach IK mutes it while the control is missing.
+            gone = not con.target.users_scene or (
+                con.target.type == "ARMATURE" and (not con.subtarget or con.subtarget not in con.target.data.bones)
+            )
+            assert not gone, f"{what}: the follow constraint of {pb.name} follows a control that is gone"
     if rig.mode == "EDIT" or not rig.reach_ik.live:
         return
     deps = bpy.context.evaluated_depsgraph_get()
@@ -364,6 +376,7 @@ def _op_edits(rng: np.random.Generator, tmp: str) -> list[Callable[[], str]]:
         if rng.random() < 0.3 and len(rig.reach_ik.chains):
             rig.reach_ik.chains.remove(int(rng.integers(len(rig.reach_ik.chains))))
             rig.update_tag()
+            rigs.update()  # the removed chain's bones get their FK pose back now, not inside the operator's step
         kw = {
             "controls": str(rng.choice(["BONE", "EMPTY"])),
             "parent": str(rng.choice(["ROOT", "HIPS", "NONE"])),
@@ -387,6 +400,7 @@ def _op_edits(rng: np.random.Generator, tmp: str) -> list[Callable[[], str]]:
             if ch.name.endswith(".R") and rng.random() < 0.5:
                 rig.reach_ik.chains.remove(list(rig.reach_ik.chains).index(ch))
                 rig.update_tag()
+                rigs.update()
                 break
         return refused_changes_nothing(bpy.ops.reach.symmetrize, "symmetrize")
 
@@ -458,10 +472,12 @@ def _op_edits(rng: np.random.Generator, tmp: str) -> list[Callable[[], str]]:
 
     def move_control() -> str:
         ch = chain()
-        if ch is None or ch.target is None:
+        if ch is None or ch.target is None or ch.target.name not in bpy.context.view_layer.objects:
             return "no control"
         if ch.target_bone and ch.target.type == "ARMATURE":
-            pb = ch.target.pose.bones[ch.target_bone]
+            pb = ch.target.pose.bones.get(ch.target_bone)
+            if pb is None:
+                return "no control (deleted)"
             pb.location = tuple(np.array(pb.location) + rng.normal(scale=0.1, size=3))
         else:
             ch.target.location = tuple(np.array(ch.target.location) + rng.normal(scale=0.1, size=3))
@@ -506,6 +522,47 @@ def _op_edits(rng: np.random.Generator, tmp: str) -> list[Callable[[], str]]:
                 ch.stretch = 1.0
         return "repair"
 
+    def delete_control() -> str:
+        """A rigger deletes a chain's control with Blender's own Delete (a bone in Edit Mode, or the Empty)."""
+        rig = _rig()
+        ch = chain()
+        if ch is None or ch.target is None:
+            return "no control to delete"
+        name = ch.name
+        bpy.context.view_layer.objects.active = rig
+        if ch.target == rig and ch.target_bone in rig.data.bones:
+            bone = ch.target_bone
+            bpy.ops.object.mode_set(mode="EDIT")
+            edit = rig.data.edit_bones
+            for eb in edit:
+                eb.select = eb.select_head = eb.select_tail = False
+            eb = edit[bone]
+            eb.select = eb.select_head = eb.select_tail = True
+            edit.active = eb
+            bpy.ops.armature.delete()
+            bpy.ops.object.mode_set(mode="POSE")
+            return f"delete the control bone {bone} of {name}"
+        if ch.target.type != "EMPTY" or ch.target.name not in bpy.context.view_layer.objects:
+            return "no control to delete"
+        empty = ch.target.name
+        if rig.mode != "OBJECT":
+            bpy.ops.object.mode_set(mode="OBJECT")
+        for ob in bpy.context.view_layer.objects:
+            ob.select_set(ob.name == empty)
+        bpy.context.view_layer.objects.active = bpy.data.objects[empty]
+        bpy.ops.object.delete()
+        bpy.context.view_layer.objects.active = _rig()
+        return f"delete the control {empty} of {name}"
+
+    def remove_chain() -> str:
+        rig = _rig()
+        if not len(rig.reach_ik.chains):
+            return "no chain to remove"
+        bpy.context.view_layer.objects.active = rig
+        rig.reach_ik.active_chain_index = int(rng.integers(len(rig.reach_ik.chains)))
+        bpy.ops.reach.chain_remove(remove_follow=bool(rng.random() < 0.7))
+        return "remove a chain"
+
     return [
         setup,
         setup,
@@ -522,6 +579,8 @@ def _op_edits(rng: np.random.Generator, tmp: str) -> list[Callable[[], str]]:
         frame,
         repair,
         repair,
+        delete_control,
+        remove_chain,
     ]
 
 
