@@ -33,6 +33,7 @@ import bpy_session  # noqa: E402  (sets a temporary BLENDER_USER_RESOURCES befor
 # isort: split
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
+from mathutils import Vector  # noqa: E402
 
 from demo import rigs  # noqa: E402
 
@@ -283,12 +284,96 @@ def idle(counts: tuple[int, ...], rounds: int) -> None:
         print(f"{n:30d} {with_reach:13.4f} {without:10.4f} {per_rig:10.4f} {'<=0.02':>7}")
 
 
+# ---- Full Body (#34): the one-click humanoid dragged by both hands, feet pinned, head -------------------------
+
+
+def _full_body_rig(full_body: bool) -> bpy.types.Object:
+    fresh()
+    obj = rigs.humanoid("mixamo")
+    bpy.context.view_layer.update()
+    bpy.context.view_layer.objects.active = obj
+    bpy.ops.reach.auto_setup(full_body=full_body)
+    bpy.context.view_layer.update()
+    return obj
+
+
+def _full_body_drag(obj: bpy.types.Object, rounds: int) -> list[dict[str, Vector]]:
+    """Both hands' controls swing forward, out and down from inside the straight arm's reach to 0.2 past it
+    and back (every 20 rounds); the head's control nods a little. Armature space (the rig is at the origin)."""
+    pbs = obj.pose.bones
+    out = []
+    head = pbs["IK-head"].matrix.translation.copy()
+    arms = {}
+    for side, out_x in (("L", 1.0), ("R", -1.0)):
+        ch = next(c for c in obj.reach_ik.chains if c.name == f"arm.{side}")
+        forearm = pbs[ch.tip_bone]
+        upper = forearm.parent
+        length = (forearm.tail - forearm.head).length + (upper.tail - upper.head).length
+        arms[side] = (upper.head.copy(), Vector((0.5 * out_x, -0.8, -0.3)).normalized(), length)
+    for r in range(rounds):
+        t = 0.5 - 0.5 * math.cos(2.0 * math.pi * r / 20.0)  # 0 .. 1 .. 0 every 20 rounds
+        goals = {f"IK-hand.{side}": root + way * (length - 0.1 + 0.3 * t) for side, (root, way, length) in arms.items()}
+        goals["IK-head"] = head + Vector((0.0, -0.03, -0.02)) * t
+        out.append(goals)
+    return out
+
+
+def full_body_run(full_body: bool, rounds: int) -> dict[str, float]:
+    obj = _full_body_rig(full_body)
+    pbs = obj.pose.bones
+    path = _full_body_drag(obj, rounds + 3)
+    times, handler, hips = [], [], []
+    with _Timed() as timed:
+        for r, goals in enumerate(path):
+            for name, where in goals.items():
+                m = pbs[name].matrix.copy()
+                m.translation = where
+                pbs[name].matrix = m
+            timed.seconds.clear()
+            start = time.perf_counter()
+            bpy.context.view_layer.update()
+            bpy.context.view_layer.update()
+            elapsed = time.perf_counter() - start
+            if r >= 3:
+                times.append(elapsed)
+                handler.append(sum(timed.seconds))
+                hips.append((obj.matrix_world @ pbs[obj.reach_ik.body_root or "mixamorig:Hips"].head).copy())
+    moved = max((h - hips[0]).length for h in hips)
+    worst = max(ch.residual for ch in obj.reach_ik.chains if ch.name.startswith("leg"))
+    return {
+        "ms": 1e3 * statistics.median(times),
+        "handler": 1e3 * statistics.median(handler),
+        "p90": 1e3 * sorted(handler)[int(0.9 * (len(handler) - 1))],  # the updates that pull the body hardest
+        "hips": moved,
+        "feet": worst,
+    }
+
+
+def full_body(rounds: int, repeats: int) -> None:
+    """Full Body on and off on the same drag, alternating runs in one process; the best run of each.
+
+    .venv/bin/python bench/live.py --full-body [--rounds 40] [--repeats 3]
+    """
+    print("Full Body (#34): the set-up humanoid, both hands dragged past reach, feet pinned, head")
+    runs = [(full_body_run(True, rounds), full_body_run(False, rounds)) for _ in range(repeats)]
+    on = min((r[0] for r in runs), key=lambda r: r["ms"])
+    off = min((r[1] for r in runs), key=lambda r: r["ms"])
+    print(f"{'':22} {'update ms':>10} {'handler ms':>10} {'p90 handler':>11} {'hips moved':>10} {'worst foot':>10}")
+    for label, r in (("full body", on), ("per chain", off)):
+        print(f"{label:22} {r['ms']:10.3f} {r['handler']:10.3f} {r['p90']:11.3f} {r['hips']:10.4f} {r['feet']:10.2e}")
+    print(
+        f"ratio full body / per chain: update {on['ms'] / off['ms']:.2f}, handler {on['handler'] / off['handler']:.2f},"
+        f" p90 handler {on['p90'] / off['p90']:.2f} (goal: <= 2 ms per update, <= 3x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument(
         "--repeats", type=int, default=3, help="runs of each side, alternating; the best of each is compared"
     )
+    parser.add_argument("--full-body", action="store_true", help="only Full Body on and off (#34; full_body())")
     parser.add_argument("--floor", action="store_true", help="the cost of a Python handler that does not solve")
     parser.add_argument("--idle", action="store_true", help="only the idle cost per rig (1, 10, 50 rigs)")
     parser.add_argument("--only", default="", help="the cases to run, by their letters: a,a1,a2,b,c (default: all)")
@@ -313,6 +398,9 @@ def main() -> None:
         bpy_session.finish(0)
     if args.idle:
         idle((1, 10, 50), max(args.rounds, 100))
+        bpy_session.finish(0)
+    if args.full_body:
+        full_body(args.rounds, args.repeats)
         bpy_session.finish(0)
     print(
         f"{'case':30} {'Reach ms':>9} {'Blender ms':>10} {'ratio':>7} {'goal':>7} {'Reach res':>10} "

@@ -158,6 +158,8 @@ class Program:
     def build(cls, snap: Snapshot, modes: list[str]) -> Program | str:
         """`snap` compiled, or why it cannot be (`modes`: every bone's rotation mode name)."""
         settings = snap.settings
+        if snap.body is not None:
+            return "Full Body"  # the chains move the body together: the full path (core/body.py)
         if settings.start_from != "CURRENT":
             return "Start From 'Rest'"
         if not (math.isfinite(settings.tolerance) and settings.tolerance > 0.0):

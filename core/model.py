@@ -145,6 +145,21 @@ QUATERNION, EULER, AXIS_ANGLE = 0, 1, 2
 CHANNEL_NAMES = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle")
 
 
+@dataclass(frozen=True)
+class BodySettings:
+    """Full Body (`Object.reach_ik.full_body`) as a solve reads it: the rig's chains are solved as one body
+    (`core/body.py`)."""
+
+    root: int  # the body root bone (-1: the lowest common ancestor of the chains)
+    pins: dict[int, bool]  # chain index -> Pin
+    pulls: dict[int, float]  # chain index -> Pull (0..1)
+    # The body root's home, where it stands when nothing pulls: its location channel (3,) and its rotation
+    # (3, 3) as a basis rotation; None: as in the pose read (a keyed channel in a bake: each frame's own).
+    home_location: F64 | None = None
+    home_rotation: F64 | None = None
+    missing: str = ""  # a Body Root name that names no bone (the lowest common ancestor is used)
+
+
 @dataclass
 class Snapshot:
     """Everything of one rig a solve needs besides the per-frame inputs: no Blender object inside."""
@@ -155,6 +170,7 @@ class Snapshot:
     limits: BoneLimits
     lengths: F64  # (B,) rest bone lengths
     channel_kind: I64 | None = None  # (B,) QUATERNION, EULER or AXIS_ANGLE, when channels are checked
+    body: BodySettings | None = None  # Full Body on: how the chains move the body (`core/body.py`)
 
 
 @dataclass
@@ -236,3 +252,6 @@ class Solved:
     # chains that stretch in some frame, or whose bones hold a stretch to undo, are listed.
     scale_bones: list[int] = field(default_factory=list)
     scale_y: F64 = field(default_factory=lambda: np.zeros((0, 0)))
+    # Full Body: bones whose location channel the solve sets (the body root), and the values, (F, n, 3).
+    location_bones: list[int] = field(default_factory=list)
+    location: F64 = field(default_factory=lambda: np.zeros((0, 0, 3)))

@@ -99,6 +99,8 @@ def solve_in_order(
     basis: list[F64] = []
     scale_bones: list[int] | None = None
     scale_y: list[F64] = []
+    location: list[F64] = []  # Full Body: the body root's location channel (core/body.py)
+    location_bones: list[int] = []
     outcomes: dict[int, list[ChainOutcome]] = {}
     for f in range(f_count):
         one = frame_of(inputs, f)
@@ -120,6 +122,9 @@ def solve_in_order(
         basis.append(solved.basis)
         if solved.scale_bones:
             scale_y.append(solved.scale_y)
+        if solved.location_bones:
+            location.append(solved.location)
+            location_bones = solved.location_bones
         for i, o in frame_report.outcomes.items():
             outcomes.setdefault(i, []).append(o)
         seed = {b: solved.basis[:, k] for k, b in enumerate(solved.bones) if b in carried}
@@ -129,4 +134,7 @@ def solve_in_order(
     if scale_bones:
         out.scale_bones = list(scale_bones)
         out.scale_y = np.concatenate(scale_y, axis=0)
+    if location and len(location) == f_count:
+        out.location_bones = list(location_bones)
+        out.location = np.concatenate(location, axis=0)
     return out

@@ -17,7 +17,7 @@ from functools import partial
 import numpy as np
 from numpy.typing import NDArray
 
-from . import convert
+from . import body, convert
 from .batch import solve_batch, with_local_targets
 from .blend import blend_level, fk_start
 from .checks import limit_checked_groups, owned_stretch, soft_checked_groups, usable_groups
@@ -216,7 +216,13 @@ def solve(
     groups = usable_groups(snap, limited, inputs, sc, report, channels)
     kept = {id(g) for g in groups}
     dropped = [g for g in limited if id(g) not in kept]
-    _solve_levels(snap, work, groups, inputs, Space.of(inputs.world), report, smooth, dropped)
+    root = -1
+    if snap.body is not None:  # Full Body: the body root and spine move before the limbs (core/body.py)
+        root = body.solve_levels(
+            snap, work, groups, inputs, Space.of(inputs.world), report, smooth, dropped, _solve_levels
+        )
+    else:
+        _solve_levels(snap, work, groups, inputs, Space.of(inputs.world), report, smooth, dropped)
     for i, note in plan.notes.items():
         if i in report.outcomes and report.outcomes[i].valid and not report.outcomes[i].message:
             report.outcomes[i].message = note
@@ -232,6 +238,8 @@ def solve(
     parent_frames = work.parent_rot(bones)
     basis = local_rotations(frames, parent_frames, sk.rest_rel[bones][None])
     out = Solved(bones, basis, work.matrices if final_pose else None)
+    if root >= 0:
+        out.location_bones, out.location = [root], body.root_location(work, root)
     if work.scale_out:
         out.scale_bones = list(work.scale_out)
         out.scale_y = np.stack(list(work.scale_out.values()), axis=1)

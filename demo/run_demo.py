@@ -32,7 +32,7 @@ import bpy_session  # noqa: E402  (sets a temporary BLENDER_USER_RESOURCES befor
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
-from demo import character, mocap, rigs  # noqa: E402
+from demo import character, full_body, mocap, rigs  # noqa: E402
 
 FRAMES = 120
 TOLERANCE = 1e-3
@@ -403,6 +403,7 @@ def main() -> int:
     print(f"GUI screenshot: {gui}")
     missed_total += character_demo()
     missed_total += mocap.run(OUT, bpy_session.submodule)
+    missed_total += full_body.demo(OUT, bpy_session.submodule("rig.bake"), TOLERANCE)  # Full Body (#34)
     if missed_total:
         print(f"FAILED: {missed_total} reachable target frame(s) missed by more than {TOLERANCE}")
         return 1

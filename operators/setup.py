@@ -16,6 +16,7 @@ from bpy.types import Context, Object, Operator
 
 from ..core.character import ChainSpec, SetupOptions, SetupPlan, plan
 from ..core.humanoid import Humanoid, recognise
+from ..rig.body import set_up_body
 from ..rig.character import SkeletonRead, apply_plan, read_motion, read_skeleton
 from ..rig.compat import classes_factory
 from ..rig.props import rig_settings
@@ -56,6 +57,11 @@ class REACH_OT_auto_setup(Operator):
         name="Hands and Feet Follow",
         description="Hands and feet take their control's rotation (a Copy Rotation constraint on each)",
         default=True,
+    )
+    full_body: BoolProperty(
+        name="Full Body",
+        description="Solve the character as one body: legs pinned, arms and head pulling the hips and spine along",
+        default=False,
     )
     limits: BoolProperty(
         name="Joint Limits",
@@ -116,9 +122,11 @@ class REACH_OT_auto_setup(Operator):
             )
             return {"CANCELLED"}
         parent = ""
-        if self.parent == "ROOT" and found.root >= 0:
+        # Full Body moves the hips: controls never hang from them then (the root instead).
+        hips = self.parent == "HIPS" and not self.full_body
+        if self.parent != "NONE" and not hips and found.root >= 0:
             parent = sk.info.names[found.root]
-        elif self.parent == "HIPS":
+        elif hips:
             parent = sk.info.names[found.hips]
         problem = _setup_problem(obj, sk, parent)
         if problem is not None:
@@ -130,6 +138,8 @@ class REACH_OT_auto_setup(Operator):
             self.report({"ERROR"}, f"Reach IK: setting up '{obj.name}' failed ({exc}); nothing was changed")
             return {"CANCELLED"}
         text = summary(obj.name, found, the_plan.chains, new, options, len(made))
+        if self.full_body:
+            text += "; " + set_up_body(obj, sk.info.names[found.hips], [(sk.info.names[c.tip], c.name) for c in new])
         if kept:
             text += f"; kept the joint limits {kept} bone(s) already had"
         text += limits_summary(the_plan, new, sk.info.names, sk.info.parent, motion)

@@ -20,6 +20,7 @@ from ..core import convert
 from ..core.model import Plan
 from ..core.sequence import solve_in_order
 from . import anim, armature, bake_order, cache, fastread, fk, live
+from . import body as rig_body
 from .chains import ChainChoiceError, choose_chains
 from .props import rig_settings
 from .solve import (
@@ -263,7 +264,12 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
                 obj, sk, plan, channels_before["scale"].astype(np.float64)
             )
             solved = None
-            if rig_settings(obj).start_from == "CURRENT" and len(frames) > 1:
+            full_body = rig_settings(obj).full_body
+            if full_body and rig_settings(obj).start_from == "CURRENT":
+                # Full Body starts the spine from its FK pose in every frame, as live (rig/body.py): every frame
+                # is independent, so the batched bake below is live playback; no frame-order solve.
+                inputs.preset = {**inputs.preset, **rig_body.bake_fk_start(obj, sk, plan, channels_before, len(frames))}
+            if rig_settings(obj).start_from == "CURRENT" and len(frames) > 1 and not full_body:
                 # Each frame from the previous one's result, as live playback from the first frame.
                 first, carried = bake_order.first_start(obj, sk.names, plan, channels_before)
                 snap = rig_snapshot(obj, sk, plan)
@@ -286,6 +292,7 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
             t2 = time.perf_counter()
             result.keys_written = _write(obj, solved.bones, solved.basis, frames, channels_before, opts, snapshot)
             result.keys_written += _write_scale(obj, solved.scale_bones, solved.scale_y, frames, opts, snapshot)
+            result.keys_written += _write_location(obj, solved.location_bones, solved.location, frames, opts, snapshot)
             result.seconds_write = time.perf_counter() - t2
     except BaseException as exc:
         if _gone(obj):
@@ -315,6 +322,8 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
     store = fk.Store.read(obj)
     store.drop(result.bones)
     store.write(obj)
+    if solved.location_bones:
+        rig_body.forget(obj)  # Full Body: the body root's keys are its home now
     # The keys hold the baked bones' stretch now: live solving has no stretch of its own left to undo there.
     written = cache.stretched.get(obj.session_uid, {})
     for b in solved.scale_bones:
@@ -542,4 +551,34 @@ def _write_scale(
         if fc is None:
             fc = anim.new_fcurve(action, obj, path, 1, pb.name)
         count += _merge_keys(fc, times[keep], v[keep, 0], opts, linear=opts.reduce)
+    return count
+
+
+def _write_location(
+    obj: bpy.types.Object,
+    bones: list[int],
+    values: F64,
+    frames: list[int],
+    opts: BakeOptions,
+    snapshot: anim.ActionSnapshot,
+) -> int:
+    """Location keys of the bones a full-body solve moves (the body root), (F, n, 3) `values`."""
+    if not bones:
+        return 0
+    pbs = obj.pose.bones
+    action = anim.ensure_action(obj, snapshot)
+    curves = anim.fcurve_map(action, obj)
+    times = np.asarray(frames, dtype=np.float64)
+    count = 0
+    for j, b in enumerate(bones):
+        pb = pbs[b]
+        v = values[:, j]
+        keep = _reduce(times, v, opts.reduce_tolerance) if opts.reduce else np.ones(len(times), dtype=bool)
+        path = pb.path_from_id("location")
+        for index in range(3):
+            fc = curves.get((path, index))
+            snapshot.remember((path, index), fc)
+            if fc is None:
+                fc = anim.new_fcurve(action, obj, path, index, pb.name)
+            count += _merge_keys(fc, times[keep], v[keep, index], opts, linear=opts.reduce)
     return count

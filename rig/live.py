@@ -395,7 +395,8 @@ def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
         # A bone a chain names is gone: renamed, the chain takes the new name (rig/renames.py) and reads again.
         if renames.follow(obj):
             seen, reads, objects = _read(obj, moved)
-    select = _select(obj, seen, last, reads, objects)
+    # Full Body: every chain may move the body, so every group is solved (as for a rig-wide change).
+    select = _select(obj, seen, None if rig_settings(obj).full_body else last, reads, objects)
     report = solve_rig(obj, write=True, cached=True, reads=reads, carry=carry, select=select)
     if report.moved is not None:
         moved[uid] = (objects.mats[0], report.moved[0], report.moved[1], reads.sk.index)
@@ -527,7 +528,7 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
     update needs the full path (`_solve_live`): the rig is not compiled, or the armature itself changed."""
     last: _Seen | None = cache.fingerprints.get(uid)
     planned = cache.plans.get(uid)
-    if last is None or planned is None:
+    if last is None or planned is None or rig_settings(obj).full_body:  # Full Body: the full path (core/body.py)
         return False
     lean: _Lean | None = cache.programs.get(uid)
     if uid in updated or (lean.data_uid if lean is not None else obj.data.session_uid) in updated:

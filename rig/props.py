@@ -178,6 +178,29 @@ class ReachChain(PropertyGroup):
         override=OVERRIDE,
         update=_mark_dirty,
     )
+    # Full Body (the rig's `full_body`): how this chain moves the body.
+    pin: BoolProperty(
+        name="Pin",
+        description="Full Body: the body never pulls this chain's tip off its target (planted feet, a hand on a table)",
+        default=False,
+        options=set(),
+        override=OVERRIDE,
+        update=_mark_dirty,
+    )
+    pull: FloatProperty(
+        name="Pull",
+        description=(
+            "Full Body: how much this chain's target may move the body when the chain alone cannot reach it "
+            "(0 = only its own bones move); pulls that conflict meet where their Weights balance"
+        ),
+        default=1.0,
+        min=0.0,
+        max=1.0,
+        subtype="FACTOR",
+        options=set(),
+        override=OVERRIDE,
+        update=_mark_dirty,
+    )
     # Read-only status, written by the solver.
     is_valid: BoolProperty(name="Valid", default=True, options=set())
     message: StringProperty(name="Message", default="", options=set())
@@ -227,6 +250,24 @@ class ReachRigSettings(PropertyGroup):
     roll_mode: EnumProperty(name="Roll", items=ROLL_ITEMS, default="KEEP", override=OVERRIDE, update=_mark_dirty)
     start_from: EnumProperty(
         name="Start From", items=START_ITEMS, default="CURRENT", override=OVERRIDE, update=_mark_dirty
+    )
+    full_body: BoolProperty(
+        name="Full Body",
+        description=(
+            "Solve the chains together as one body: the body root (hips) moves and turns and the spine bends "
+            "so that targets the limbs alone cannot reach are reached, pinned chains held"
+        ),
+        default=False,
+        options=set(),
+        override=OVERRIDE,
+        update=_mark_dirty,
+    )
+    body_root: StringProperty(
+        name="Body Root",
+        description="Full Body: the bone that moves and turns the body (empty: the chains' lowest common ancestor)",
+        default="",
+        override=OVERRIDE,
+        update=_mark_dirty,
     )
     chains: CollectionProperty(type=ReachChain, override={"LIBRARY_OVERRIDABLE", "USE_INSERTION"})
     active_chain_index: IntProperty(name="Active Chain", default=0, min=0, options=set())

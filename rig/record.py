@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import anim, armature, bake, fk
+from . import body as rig_body
 from .props import rig_settings
 
 F32 = NDArray[np.float32]
@@ -28,6 +29,7 @@ class Recording:
     bones: list[int]  # pose bone indices of the chain bones
     rotation: F32  # (F, B, 4): each bone's raw rotation channel (its mode's width, zero padded)
     scale_y: F32  # (F, B)
+    location: F32 | None = None  # (F, B, 3): Full Body moves the body root's location
 
 
 def chain_bones(obj: bpy.types.Object, chains: set[int]) -> list[int]:
@@ -38,6 +40,10 @@ def chain_bones(obj: bpy.types.Object, chains: set[int]) -> list[int]:
     for i in chains:
         ch = settings.chains[i]
         names.update(fk.chain_bone_names(obj, ch.tip_bone, ch.chain_length))
+    if settings.full_body:  # the body root moves too (its name as set, else as the last solve stored it)
+        root = settings.body_root or obj.get(rig_body.BONE_KEY)
+        if isinstance(root, str):
+            names.add(root)
     return sorted(index[n] for n in names if n in index)
 
 
@@ -58,11 +64,14 @@ def record(
     for k, f in enumerate(frames):
         scene.frame_set(f)
         for rec in out:
-            channels = armature.read_channels(rec.obj, armature.WRITTEN_CHANNELS)
+            channels = armature.read_channels(rec.obj, armature.ALL_CHANNELS)
             for j, b in enumerate(rec.bones):
                 attr, width = _width(rec.obj.pose.bones[b].rotation_mode)
                 rec.rotation[k, j, :width] = channels[attr][b]
             rec.scale_y[k] = channels["scale"][rec.bones, 1]
+            if rec.location is None:
+                rec.location = np.zeros((len(frames), len(rec.bones), 3), np.float32)
+            rec.location[k] = channels["location"][rec.bones]
     return out
 
 
@@ -81,6 +90,10 @@ def write(rec: Recording, frames: list[int], channels_before: dict[str, F32], ac
         # Y scale only where live solving stretched (or gave back a stretch): elsewhere the channel stays as is.
         if (rec.scale_y[:, j] != channels_before["scale"][b, 1]).any():
             columns.append(("scale", 1, rec.scale_y[:, j]))
+        # Location only where live solving moved it (Full Body's root), likewise.
+        if rec.location is not None and "location" in channels_before:
+            if (rec.location[:, j] != channels_before["location"][b]).any():
+                columns += [("location", index, rec.location[:, j, index]) for index in range(3)]
         for channel, index, values in columns:
             path = pb.path_from_id(channel)
             fc = curves.get((path, index))

@@ -34,6 +34,7 @@ from ..core.model import (
 )
 from ..core.solve import stack_inputs
 from . import armature, cache, fk, ikfk_follow, renames
+from . import body as rig_body
 from .chains import build_plan, rig_problem, system_override
 from .props import bone_limits, rig_settings
 
@@ -286,6 +287,8 @@ def snapshot(
     plan: Plan,
     with_channels: bool = False,
     modes: NDArray[np.int32] | None = None,
+    channels: armature.Channels | None = None,
+    bake: bool = False,
 ) -> Snapshot:
     """Everything of `obj` the core needs besides the per-frame inputs (`with_channels`: rotation modes too;
     `modes`: every bone's rotation mode value, when already read)."""
@@ -302,6 +305,7 @@ def snapshot(
         limits=read_limits(obj, sk, plan),
         lengths=plan.lengths,
         channel_kind=kinds,
+        body=rig_body.settings(obj, sk, plan, channels, modes, bake) if s.full_body else None,
     )
 
 
@@ -326,7 +330,7 @@ def solve_inputs(
     final_pose: bool = False,
 ) -> Solved:
     """`core.solve` on a snapshot of `obj` (see there)."""
-    snap = snapshot(obj, sk, plan, with_channels=channels is not None)
+    snap = snapshot(obj, sk, plan, with_channels=channels is not None, bake=inputs.pose.shape[0] > 1)
     return core.solve(snap, inputs, report, smooth, channels, final_pose)
 
 
@@ -365,7 +369,7 @@ def solve_rig(
         return report
     modes = armature.rotation_mode_values(obj)  # read once: the snapshot, the FK pose and the write use it
     # Built on the whole plan, so its cached lengths and limits are the plan's own.
-    snap = snapshot(obj, sk, plan, with_channels=True, modes=modes)
+    snap = snapshot(obj, sk, plan, with_channels=True, modes=modes, channels=channels)
     if len(chosen) != len(plan.groups):
         # A view of the plan: the same caches (limits, lengths), fewer groups.
         plan = replace(plan, groups=chosen)
@@ -420,11 +424,17 @@ def solve_rig(
             inputs.preset_scale[b] = np.array([1.0 / float(channels["scale"][b, 1])])
             channels["scale"][b, 1] = 1.0
         remember_stretch(obj, sk, stuck, np.ones(len(stuck), dtype=np.float32))
+    if snap.body is not None and snap.settings.start_from == "CURRENT":  # Full Body: the spine from its FK pose
+        inputs.preset = {**inputs.preset, **rig_body.fk_start(frame, rig_body.carrier_bones(sk, plan))}
     solved = core.solve(snap, inputs, report, channels=channels, final_pose=carry)
     if write:
         changed = set(restored) | ({"scale"} if stuck else set())
         if solved.bones:
             changed |= armature.rotations_to_channels(obj, solved.bones, solved.basis[0], channels, modes)
+        if solved.location_bones or snap.body is None:  # Full Body: the body root's location (rig/body.py)
+            changed |= (
+                rig_body.write(obj, sk, solved, channels, modes) if snap.body else rig_body.release(obj, channels)
+            )
         if given:
             # Their exact FK values, not the solve's float64 round trip of them.
             fk.put_raw_rotations(channels, given, modes[given].tolist(), raw)

@@ -25,7 +25,15 @@ from troubleshooting_notes import NOTES, PARTS, Note  # noqa: E402
 
 # Where a chain's status messages are written (in the order the page lists them): the outcome of a solve
 # first, then what the checks before a solve refuse.
-SOURCES = ("core/messages.py", "core/blend.py", "rig/chains.py", "core/checks.py", "core/solve.py", "rig/follow.py")
+SOURCES = (
+    "core/messages.py",
+    "core/blend.py",
+    "rig/chains.py",
+    "core/checks.py",
+    "core/solve.py",
+    "rig/follow.py",
+    "core/body.py",
+)
 MIN_LENGTH = 25  # shorter literals are names, keys and formats, not messages
 
 
@@ -133,6 +141,7 @@ def render() -> str:
         "bones": "## Bone settings",
         "structure": "## Chains that share, follow or chase each other",
         "stretch": "## Stretch",
+        "body": "## Full Body",
     }
     for key, title in sections.items():
         rows = [(m, n) for m, n in pairs if n is not None and n.section == key]

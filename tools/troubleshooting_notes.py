@@ -21,6 +21,7 @@ PAGES = {
     "scripting.md": "Scripting",
     "baking.md": "Baking",
     "panel.md": "The panel",
+    "full-body.md": "Full-body IK",
 }
 
 
@@ -46,6 +47,7 @@ class Note:
 PARTS: tuple[str, ...] = (
     "(solved as one tree with the chains it shares bones with)",
     "bone '…' does not fully inherit its parent's rotation and scale",  # in "above this one is invalid, and ..."
+    "the body cannot reach further with its pinned chains held",  # in Full Body's "not reached: … short, …"
 )
 
 NOTES: tuple[Note, ...] = (
@@ -509,5 +511,46 @@ NOTES: tuple[Note, ...] = (
         "inherit the stretch of the bone above. Set the tip's Inherit Scale to 'None'; the panel's Fix button does "
         "it.",
         "soft-stretch.md",
+    ),
+    # -- Full Body (core/body.py) --
+    Note(
+        "^not reached: … short, … (…)",
+        "body",
+        "Full Body moved the hips and bent the spine as far as the pinned chains (named at the end) allow, and the "
+        "target is still that far beyond the limb's reach. The pose shown is the closest the body found with every "
+        "pin on its target. Move the target nearer, unpin a chain, or move its control (a step) so the body can "
+        "follow.",
+        "full-body.md",
+    ),
+    Note(
+        "bent by the body: its tip is",
+        "body",
+        "The spine (a chain that carries other chains) was solved to its own control, then bent by the body so a "
+        "pulled limb could reach: its tip is this far from its control now. Nothing to fix; move the control (or "
+        "set the pulling chain's Pull lower) to change how far the body leans.",
+        "full-body.md",
+    ),
+    Note(
+        "its target moves with the body root",
+        "body",
+        "The chain's control bone hangs below the body root, so it moves with the body the chain would move: it "
+        "takes no part in moving the body (its limb still reaches for it). Parent the control to the bone above "
+        "the hips, or to nothing, for it to pull.",
+        "full-body.md",
+    ),
+    Note(
+        "is not a bone of this rig: using",
+        "body",
+        "The rig's Body Root names no bone (renamed or deleted): the lowest common ancestor of the chains is used. "
+        "Pick the body root again in the Reach IK panel, or clear it.",
+        "full-body.md",
+    ),
+    Note(
+        "; chains solved one by one",
+        "body",
+        "Full Body is on but has no bone to move the body with: the Body Root is a bone a chain solves, or the "
+        "chains share no bone above them. The chains are solved one by one. Pick a Body Root above the chains "
+        "(the hips).",
+        "full-body.md",
     ),
 )

@@ -79,6 +79,9 @@ class VIEW3D_PT_reach_ik(PanelMixin, Panel):
         col.prop(settings, "max_iterations", text="Iterations")
         col.prop(settings, "roll_mode")
         col.prop(settings, "start_from")
+        col.prop(settings, "full_body")
+        if settings.full_body:
+            col.prop_search(settings, "body_root", obj.data, "bones", text="Body Root", icon="BONE_DATA")
         row = layout.row(align=True)
         row.operator("reach.solve", text="Solve Now", icon="FILE_REFRESH")
         row.operator("reach.bake", text="Bake", icon="KEYFRAME_HLT")
@@ -230,6 +233,11 @@ class VIEW3D_PT_reach_ik_chains(PanelMixin, Panel):
             col.prop(chain, "pole_angle")
         col.prop(chain, "weight")
         col.prop(chain, "use_target_rotation", text="Target Rotation")
+        if settings.full_body:
+            col.prop(chain, "pin")
+            sub = col.row()
+            sub.active = not chain.pin
+            sub.prop(chain, "pull", slider=True)
         # Soft and Stretch are keyable: their rows carry the keyframe decorator.
         keyed = col.column()
         keyed.use_property_decorate = True

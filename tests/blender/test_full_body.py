@@ -1,0 +1,426 @@
+"""Full Body (`Object.reach_ik.full_body`): pull a hand and the body follows, the feet stay planted.
+
+Measured from Blender's evaluated pose, on the one-click humanoid (`demo/humanoids.py` + Set Up Character)
+and on Rigify's human metarig.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import addon_utils
+import bpy
+import numpy as np
+import pytest
+import rigs
+from mathutils import Vector
+
+from demo import rigs as demo_rigs
+
+
+def _chain(obj: bpy.types.Object, name: str) -> bpy.types.PropertyGroup:
+    return next(c for c in obj.reach_ik.chains if c.name == name)
+
+
+def _control(obj: bpy.types.Object, ch: bpy.types.PropertyGroup) -> np.ndarray:
+    if ch.target_bone:
+        return rigs.world_head(ch.target, ch.target_bone)
+    return np.array(ch.target.matrix_world.translation)
+
+
+def _move_control(obj: bpy.types.Object, ch: bpy.types.PropertyGroup, where: np.ndarray) -> None:
+    if ch.target_bone:
+        pb = ch.target.pose.bones[ch.target_bone]
+        m = ch.target.matrix_world @ pb.matrix
+        m.translation = Vector(where.tolist())
+        pb.matrix = ch.target.matrix_world.inverted() @ m
+    else:
+        ch.target.matrix_world.translation = Vector(where.tolist())
+    rigs.update()
+
+
+def _tip(obj: bpy.types.Object, ch: bpy.types.PropertyGroup) -> np.ndarray:
+    return rigs.world_tail(obj, ch.tip_bone)
+
+
+def _root_bone(obj: bpy.types.Object, ch: bpy.types.PropertyGroup) -> str:
+    pb = obj.pose.bones[ch.tip_bone]
+    for _ in range(ch.chain_length - 1):
+        pb = pb.parent
+    return pb.name
+
+
+def _arm_length(obj: bpy.types.Object, ch: bpy.types.PropertyGroup) -> float:
+    pb = obj.pose.bones[ch.tip_bone]
+    total = 0.0
+    for _ in range(ch.chain_length):
+        total += (obj.matrix_world.to_3x3() @ (pb.tail - pb.head)).length
+        pb = pb.parent
+    return total
+
+
+def humanoid(
+    full_body: bool = True, convention: str = "mixamo", scale: float = 1.0, controls: str = "BONE"
+) -> tuple[bpy.types.Object, str]:
+    """The one-click humanoid with Full Body; returns it and its hips' name."""
+    obj = demo_rigs.humanoid(convention, scale=scale)
+    rigs.update()
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.reach.auto_setup(full_body=full_body, controls=controls) == {"FINISHED"}
+    rigs.update()
+    return obj, obj.reach_ik.body_root or obj.pose.bones[0].name
+
+
+def _past_reach(obj: bpy.types.Object, side: str, beyond: float) -> np.ndarray:
+    """A point `beyond` past the straight arm of `side`, forward, out and a little down from its shoulder."""
+    ch = _chain(obj, f"arm.{side}")
+    shoulder = rigs.world_head(obj, _root_bone(obj, ch))
+    out = 1.0 if side == "L" else -1.0
+    # The character faces -Y (demo/humanoids.py), its left is +X.
+    direction = np.array([0.5 * out, -0.8, -0.3])
+    direction /= np.linalg.norm(direction)
+    return shoulder + direction * (_arm_length(obj, ch) + beyond)
+
+
+def _feet_held(obj: bpy.types.Object, tol: float) -> None:
+    for side in ("L", "R"):
+        ch = _chain(obj, f"leg.{side}")
+        miss = float(np.linalg.norm(_tip(obj, ch) - _control(obj, ch)))
+        assert miss <= tol, f"the {side} foot is {miss:.5f} off its control (Tolerance {tol})"
+
+
+def _world_pose(obj: bpy.types.Object) -> dict[str, np.ndarray]:
+    deps = bpy.context.evaluated_depsgraph_get()
+    ev = obj.evaluated_get(deps)
+    return {pb.name: np.array(ev.matrix_world @ pb.matrix) for pb in ev.pose.bones}
+
+
+def test_setting_up_with_full_body_moves_nothing() -> None:
+    obj = demo_rigs.humanoid("mixamo")
+    rigs.update()
+    before = _world_pose(obj)
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.reach.auto_setup(full_body=True) == {"FINISHED"}
+    rigs.update()
+    after = _world_pose(obj)
+    worst = max(float(np.abs(after[n] - before[n]).max()) for n in before)
+    assert worst < 1e-4, f"the set-up moved a bone by {worst:.6f}"
+    s = obj.reach_ik
+    assert s.full_body and s.body_root
+    assert _chain(obj, "leg.L").pin and _chain(obj, "leg.R").pin
+    assert not _chain(obj, "arm.L").pin and _chain(obj, "arm.L").pull > 0.0
+
+
+def test_a_hand_pulled_past_the_straight_arm_is_reached_hips_moved_feet_planted() -> None:
+    obj, hips = humanoid()
+    hips_before = rigs.world_head(obj, hips)
+    arm = _chain(obj, "arm.L")
+    goal = _past_reach(obj, "L", 0.15)
+    _move_control(obj, arm, goal)
+    tol = obj.reach_ik.tolerance
+    miss = float(np.linalg.norm(_tip(obj, arm) - goal))
+    assert miss <= tol, f"the hand is {miss:.4f} from a target 0.15 past the straight arm ({arm.message})"
+    assert arm.is_valid and arm.residual <= tol
+    assert np.linalg.norm(rigs.world_head(obj, hips) - hips_before) > 1e-3, "the hips did not move"
+    _feet_held(obj, tol)
+
+
+def test_full_body_off_keeps_the_hips_still() -> None:
+    obj, hips = humanoid(full_body=False)
+    hips_before = rigs.world_head(obj, hips)
+    arm = _chain(obj, "arm.L")
+    _move_control(obj, arm, _past_reach(obj, "L", 0.15))
+    np.testing.assert_allclose(rigs.world_head(obj, hips), hips_before, atol=1e-9)
+    assert not arm.residual <= obj.reach_ik.tolerance
+
+
+def test_pull_zero_leaves_the_body() -> None:
+    obj, hips = humanoid()
+    before = _world_pose(obj)
+    arm = _chain(obj, "arm.L")
+    arm.pull = 0.0
+    _move_control(obj, arm, _past_reach(obj, "L", 0.15))
+    after = _world_pose(obj)
+    np.testing.assert_allclose(after[hips], before[hips], atol=1e-6)
+    assert arm.residual == pytest.approx(0.15, abs=2e-3)
+
+
+def test_an_unreachable_pull_keeps_the_feet_planted_and_says_not_reached() -> None:
+    obj, _hips = humanoid()
+    arm = _chain(obj, "arm.L")
+    _move_control(obj, arm, _past_reach(obj, "L", 2.0))
+    tol = obj.reach_ik.tolerance
+    _feet_held(obj, tol)
+    assert arm.is_valid and arm.residual > 0.1
+    assert "not reached" in arm.message and "cannot reach further" in arm.message, arm.message
+    assert all(np.isfinite(m).all() for m in _world_pose(obj).values())
+
+
+def test_the_panel_shows_full_body_and_each_chains_pin_and_pull() -> None:
+    from test_ui_panel import _draw, panel
+
+    obj, _hips = humanoid()
+    props = [t for m, t in _draw(panel.VIEW3D_PT_reach_ik) if m in ("prop", "prop_search")]
+    assert "full_body" in props and "Body Root" in props, props
+    obj.reach_ik.active_chain_index = next(i for i, c in enumerate(obj.reach_ik.chains) if c.name == "leg.L")
+    props = [t for m, t in _draw(panel.VIEW3D_PT_reach_ik_chains) if m == "prop"]
+    assert "pin" in props and "pull" in props, props
+    obj.reach_ik.full_body = False
+    props = [t for m, t in _draw(panel.VIEW3D_PT_reach_ik_chains) if m == "prop"]
+    assert "pin" not in props and "pull" not in props, "Pin and Pull show only with Full Body on"
+
+
+def _key_control(
+    obj: bpy.types.Object, ch: bpy.types.PropertyGroup, frames_and_places: list[tuple[int, np.ndarray]]
+) -> None:
+    pb = ch.target.pose.bones[ch.target_bone]
+    for frame, where in frames_and_places:
+        bpy.context.scene.frame_set(frame)
+        _move_control(obj, ch, where)
+        pb.keyframe_insert("location", frame=frame)
+
+
+def _play(obj: bpy.types.Object, hips: str, frames: range) -> list[dict[str, np.ndarray]]:
+    out = []
+    for f in frames:
+        bpy.context.scene.frame_set(f)
+        pose = _world_pose(obj)
+        out.append({"hips": pose[hips], "hand": _tip(obj, _chain(obj, "arm.L"))})
+    return out
+
+
+def test_bake_equals_live_playback_and_keys_the_body_root() -> None:
+    obj, hips = humanoid()
+    # Start From 'Rest': every frame's solve is a function of that frame alone. (From 'Current' a redundant
+    # chain, the spine, starts from the frame played before, which a bake solving all frames at once does not
+    # see: the README's Rendering section says so for every rig.)
+    obj.reach_ik.start_from = "REST"
+    arm = _chain(obj, "arm.L")
+    start = _control(obj, arm)
+    _key_control(obj, arm, [(1, start), (12, _past_reach(obj, "L", 0.2))])
+    frames = range(1, 13)
+    live = _play(obj, hips, frames)
+    assert np.linalg.norm(live[-1]["hips"][:3, 3] - live[0]["hips"][:3, 3]) > 1e-3, "the hips never moved live"
+    assert bpy.ops.reach.bake(frame_start=1, frame_end=12) == {"FINISHED"}
+    fcurves = {(fc.data_path, fc.array_index) for fc in anim_fcurves(obj)}
+    path = obj.pose.bones[hips].path_from_id("location")
+    assert {(path, i) for i in range(3)} <= fcurves, "the bake keyed the body root's location"
+    assert not any(ch.enabled for ch in obj.reach_ik.chains)
+    baked = _play(obj, hips, frames)
+    for f, a, b in zip(frames, live, baked, strict=True):
+        np.testing.assert_allclose(b["hips"], a["hips"], atol=2e-4, err_msg=f"frame {f}: baked hips differ from live")
+        np.testing.assert_allclose(b["hand"], a["hand"], atol=2e-4, err_msg=f"frame {f}: baked hand differs from live")
+
+
+def anim_fcurves(obj: bpy.types.Object) -> list[bpy.types.FCurve]:
+    import bpy_session
+
+    anim = bpy_session.submodule("rig.anim")
+    return list(anim.all_fcurves(obj.animation_data.action, obj))
+
+
+def test_left_and_right_are_mirror_symmetric() -> None:
+    flip = np.diag([-1.0, 1.0, 1.0])
+    results = []
+    for side in ("L", "R"):
+        bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
+        obj, hips = humanoid()
+        _move_control(obj, _chain(obj, f"arm.{side}"), _past_reach(obj, side, 0.15))
+        pose = _world_pose(obj)
+        results.append((pose[hips][:3, 3], {n: pose[n][:3, 3] for n in pose}))
+    (hips_l, pose_l), (hips_r, _pose_r) = results
+    np.testing.assert_allclose(hips_r, flip @ hips_l, atol=1e-4, err_msg="the hips move as the mirror image")
+    names = list(pose_l)
+    for n in names:
+        mirror = n.replace("Left", "\0").replace("Right", "Left").replace("\0", "Right")
+        mirror = mirror.replace(".L", "\0").replace(".R", ".L").replace("\0", ".R")
+        if mirror in _pose_r:
+            np.testing.assert_allclose(_pose_r[mirror], flip @ pose_l[n], atol=1e-3, err_msg=f"{n} vs {mirror}")
+
+
+def test_dragging_in_small_steps_moves_the_hips_continuously() -> None:
+    obj, hips = humanoid()
+    arm = _chain(obj, "arm.L")
+    start, end = _past_reach(obj, "L", -0.05), _past_reach(obj, "L", 0.25)
+    places = []
+    for t in np.linspace(0.0, 1.0, 31):
+        _move_control(obj, arm, start + (end - start) * t)
+        places.append(rigs.world_head(obj, hips))
+    steps = np.linalg.norm(np.diff(np.array(places), axis=0), axis=1)
+    drag = float(np.linalg.norm(end - start)) / 30
+    assert steps.max() <= 1.5 * drag, f"the hips jumped {steps.max():.4f} for a {drag:.4f} drag step"
+    assert steps[:5].max() < 1e-9, "within the arm's reach the hips stay still"
+    assert np.linalg.norm(places[-1] - places[0]) > 0.01
+
+
+@pytest.fixture
+def rigify() -> Iterator[None]:
+    mod = addon_utils.enable("rigify", default_set=True, handle_error=None)
+    if mod is None:
+        pytest.skip("the bundled rigify add-on cannot be enabled in this bpy build")
+    try:
+        yield
+    finally:
+        addon_utils.disable("rigify", default_set=True, handle_error=None)
+
+
+def test_rigify_metarig_reaches_with_its_body(rigify: None) -> None:
+    bpy.ops.object.armature_human_metarig_add()
+    obj = bpy.context.active_object
+    rigs.update()
+    before = _world_pose(obj)
+    assert bpy.ops.reach.auto_setup(full_body=True) == {"FINISHED"}
+    rigs.update()
+    after = _world_pose(obj)
+    assert max(float(np.abs(after[n] - before[n]).max()) for n in before) < 1e-5, "the set-up moved the pose"
+    hips = obj.reach_ik.body_root
+    assert hips == "spine", hips
+    hips_before = rigs.world_head(obj, hips)
+    # The metarig faces -Y with its left on +X, as the demo humanoids do.
+    for side in ("L", "R"):
+        arm = _chain(obj, f"arm.{side}")
+        goal = _past_reach(obj, side, 0.15)
+        _move_control(obj, arm, goal)
+        tol = obj.reach_ik.tolerance
+        miss = float(np.linalg.norm(_tip(obj, arm) - goal))
+        assert miss <= tol, f"{side}: the hand is {miss:.4f} from a target 0.15 past the straight arm ({arm.message})"
+        _feet_held(obj, tol)
+        assert np.linalg.norm(rigs.world_head(obj, hips) - hips_before) > 1e-3, "the hips did not move"
+
+
+@pytest.mark.parametrize("method", ["playback", "bake"])
+def test_a_render_plays_the_body_as_live_playback_and_puts_everything_back(method: str) -> None:
+    import bpy_session
+
+    render = bpy_session.submodule("rig.render")
+    obj, hips = humanoid()
+    obj.reach_ik.start_from = "REST"  # a function of the frame alone, so a batched bake matches playback too
+    arm = _chain(obj, "arm.L")
+    _key_control(obj, arm, [(1, _control(obj, arm)), (8, _past_reach(obj, "L", 0.2))])
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 8
+    live = _play(obj, hips, range(1, 9))
+    scene.frame_set(8)
+    channels = {pb.name: (tuple(pb.location), tuple(pb.rotation_quaternion)) for pb in obj.pose.bones}
+    store = np.array(obj["_reach_ik_body"]) if obj.get("_reach_ik_body") is not None else None
+    render.method = method
+    try:
+        render.prepare(scene)
+        try:
+            played = _play(obj, hips, range(1, 9))
+        finally:
+            render.restore()
+    finally:
+        render.method = "playback"
+    for f, a, b in zip(range(1, 9), live, played, strict=True):
+        np.testing.assert_allclose(b["hips"], a["hips"], atol=2e-4, err_msg=f"{method}, frame {f}: the hips")
+        np.testing.assert_allclose(b["hand"], a["hand"], atol=2e-4, err_msg=f"{method}, frame {f}: the hand")
+    after = {pb.name: (tuple(pb.location), tuple(pb.rotation_quaternion)) for pb in obj.pose.bones}
+    assert after == channels, "the render put every channel back"
+    if store is not None:
+        np.testing.assert_array_equal(np.array(obj["_reach_ik_body"]), store)
+
+
+def test_turning_full_body_off_puts_the_hips_home_and_influence_zero_pulls_nothing() -> None:
+    obj, hips = humanoid()
+    home = rigs.world_head(obj, hips)
+    arm = _chain(obj, "arm.L")
+    _move_control(obj, arm, _past_reach(obj, "L", 0.15))
+    assert np.linalg.norm(rigs.world_head(obj, hips) - home) > 1e-3
+    arm.influence = 0.0  # the arm shows its FK pose: it pulls nothing
+    rigs.update()
+    np.testing.assert_allclose(rigs.world_head(obj, hips), home, atol=1e-6)
+    arm.influence = 1.0
+    rigs.update()
+    assert np.linalg.norm(rigs.world_head(obj, hips) - home) > 1e-3
+    obj.reach_ik.full_body = False
+    rigs.update()
+    np.testing.assert_allclose(rigs.world_head(obj, hips), home, atol=1e-6, err_msg="the hips went home")
+    assert obj.get("_reach_ik_body") is None, "the body's store goes with Full Body"
+
+
+@pytest.mark.parametrize(
+    ("convention", "scale", "controls"),
+    [("unreal", 0.01, "BONE"), ("daz", 1.0, "BONE"), ("cc", 0.01, "EMPTY"), ("generic_lr", 1.0, "EMPTY")],
+)
+def test_other_conventions_scales_and_empty_controls(convention: str, scale: float, controls: str) -> None:
+    """Centimetre rigs under a 0.01 object scale, Daz's twist bones (CCD limbs), Empties as controls."""
+    obj, hips = humanoid(convention=convention, scale=scale, controls=controls)
+    hips_before = rigs.world_head(obj, hips)
+    arm = _chain(obj, "arm.L")
+    goal = _past_reach(obj, "L", 0.15)
+    _move_control(obj, arm, goal)
+    tol = obj.reach_ik.tolerance
+    miss = float(np.linalg.norm(_tip(obj, arm) - goal))
+    assert miss <= tol, f"{convention}: the hand is {miss:.4f} from a target 0.15 past the straight arm ({arm.message})"
+    _feet_held(obj, tol)
+    assert np.linalg.norm(rigs.world_head(obj, hips) - hips_before) > 1e-3, "the hips did not move"
+
+
+def test_a_body_root_inside_a_chain_solves_chain_by_chain_and_says_so() -> None:
+    obj, _hips = humanoid()
+    spine = _chain(obj, "spine")
+    obj.reach_ik.body_root = spine.tip_bone  # the chest: a bone the spine chain solves
+    rigs.update()
+    arm = _chain(obj, "arm.L")
+    _move_control(obj, arm, _past_reach(obj, "L", 0.15))
+    assert arm.is_valid and arm.residual > 0.1
+    assert "is a bone of chain 'spine'" in _chain(obj, "leg.L").message
+
+
+def test_bake_from_current_equals_live_playback() -> None:
+    """Start From 'Current': a full-body solve starts the root from its home and the spine from its FK pose
+    in every frame, so a frame's pose does not depend on the frames played before: a bake of all frames at
+    once equals live playback, whatever frame was current."""
+    obj, hips = humanoid()
+    arm = _chain(obj, "arm.L")
+    # Keyed with Live off: playback from the first frame then starts every chain from its FK pose, as the bake.
+    obj.reach_ik.live = False
+    _key_control(obj, arm, [(1, _control(obj, arm)), (12, _past_reach(obj, "L", 0.2))])
+    obj.reach_ik.live = True
+    frames = range(1, 13)
+    live = _play(obj, hips, frames)
+    again = _play(obj, hips, frames)  # from the pose the first pass left at frame 12: the same poses
+    for f, a, b in zip(frames, live, again, strict=True):
+        np.testing.assert_allclose(b["hips"], a["hips"], atol=2e-4, err_msg=f"frame {f}: a second pass differs")
+    bpy.context.scene.frame_set(7)  # another frame current: the bake does not start from the pose left there
+    assert bpy.ops.reach.bake(frame_start=1, frame_end=12) == {"FINISHED"}
+    path = obj.pose.bones[hips].path_from_id("location")
+    assert {(path, i) for i in range(3)} <= {(fc.data_path, fc.array_index) for fc in anim_fcurves(obj)}
+    baked = _play(obj, hips, frames)
+    for f, a, b in zip(frames, live, baked, strict=True):
+        np.testing.assert_allclose(b["hips"], a["hips"], atol=2e-4, err_msg=f"frame {f}: baked hips differ from live")
+        np.testing.assert_allclose(b["hand"], a["hand"], atol=2e-4, err_msg=f"frame {f}: baked hand differs from live")
+
+
+def test_keyed_hips_are_the_home_live_and_baked() -> None:
+    """The hips' own animation is their home: within reach they play their keys; pulled, they leave them."""
+    obj, hips = humanoid()
+    obj.reach_ik.start_from = "REST"
+    # The head's control stays where it is while the hips drop: pulling, it would hold them up (its neck is
+    # straight). An animator keys it with the hips (demo/character.py's squat); here it only follows.
+    _chain(obj, "neck").pull = 0.0
+    pb = obj.pose.bones[hips]
+    for frame, drop in ((1, 0.0), (12, 0.06)):
+        pb.location = (0.0, -drop, 0.0)  # the hips' own -Y is down the spine (the demo humanoid's hips)
+        pb.keyframe_insert("location", frame=frame)
+    arm = _chain(obj, "arm.L")
+    _key_control(obj, arm, [(1, _control(obj, arm)), (6, _control(obj, arm)), (12, _past_reach(obj, "L", 0.15))])
+    scene = bpy.context.scene
+    scene.frame_set(6)
+    keyed = np.array(pb.location)  # within reach at frame 6: the hips play their keys
+    deps = bpy.context.evaluated_depsgraph_get()
+    assert np.allclose(np.array(obj.evaluated_get(deps).pose.bones[hips].location), keyed, atol=1e-6)
+    assert keyed[1] < -0.02, "the keyed drop is under way at frame 6"
+    live = _play(obj, hips, range(1, 13))
+    assert bpy.ops.reach.bake(frame_start=1, frame_end=12) == {"FINISHED"}
+    baked = _play(obj, hips, range(1, 13))
+    for f, a, b in zip(range(1, 13), live, baked, strict=True):
+        np.testing.assert_allclose(b["hips"], a["hips"], atol=2e-4, err_msg=f"frame {f}: baked hips differ from live")
+    tol = obj.reach_ik.tolerance
+    assert float(np.linalg.norm(live[-1]["hand"] - _past_reach_at(obj, arm, 12))) <= tol
+
+
+def _past_reach_at(obj: bpy.types.Object, ch: bpy.types.PropertyGroup, frame: int) -> np.ndarray:
+    bpy.context.scene.frame_set(frame)
+    return _control(obj, ch)

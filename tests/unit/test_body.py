@@ -1,0 +1,192 @@
+"""The full-body stage (`solvers.body`): a body whose hips and spine move so the hands reach, feet pinned."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from solvers.body import BodyProblem, solve_body
+from solvers.limits import JointLimits
+
+# Bone frames with +Y up the body (columns X, Y, Z): x right-to-left, z up, -y forward.
+_UP = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
+ARM, LEG, NECK = 0.6, 0.9, 0.2
+
+
+def body(
+    hand_l: np.ndarray | None = None,
+    hand_r: np.ndarray | None = None,
+    pull: tuple[float, float, float] = (1.0, 1.0, 1.0),
+    pins: bool = True,
+    limits: JointLimits | None = None,
+    mirror: bool = False,
+) -> tuple[BodyProblem, np.ndarray]:
+    """Hips at 1 m, three spine bones, shoulders, hips' joints and neck as anchors; feet planted under the
+    straight legs. Returns the problem and the anchors' start positions (left hand, right hand, left foot,
+    right foot, neck)."""
+    heads = np.array([[0.0, 0.0, 1.0], [0.0, 0.0, 1.1], [0.0, 0.0, 1.25], [0.0, 0.0, 1.4]])
+    frames = np.repeat(_UP[None], 4, axis=0)
+    parents = np.array([-1, 0, 1, 2])
+    bones = np.array([3, 3, 0, 0, 3])
+    offsets = np.array([[0.2, 0.15, 0.0], [-0.2, 0.15, 0.0], [0.1, -0.05, 0.0], [-0.1, -0.05, 0.0], [0.0, 0.2, 0.0]])
+    points = heads[bones] + np.einsum("aij,aj->ai", frames[bones], offsets)
+    reach = np.array([ARM, ARM, LEG, LEG, NECK])
+    feet = points[2:4] - np.array([0.0, 0.0, LEG])
+    left = points[0] + np.array([0.3, -0.2, -0.3]) if hand_l is None else hand_l
+    right = points[1] + np.array([-0.3, -0.2, -0.3]) if hand_r is None else hand_r
+    targets = np.array([left, right, feet[0], feet[1], points[4] + np.array([0.0, 0.0, 0.1])])
+    pinned = np.array([False, False, pins, pins, False])
+    legs = 1.0 if pins else 0.0  # unpinned legs take no part (pull 0)
+    weights = np.array([pull[0], pull[1], legs, legs, pull[2]])
+    if mirror:
+        flip = np.diag([-1.0, 1.0, 1.0])
+        heads, targets, points = heads @ flip, targets @ flip, points @ flip
+        # A mirrored frame keeps right-handed axes: X flips with the world's x.
+        frames = np.repeat((flip @ _UP @ flip)[None], 4, axis=0)
+        offsets = offsets @ flip
+        order = [1, 0, 3, 2, 4]
+        bones, offsets, reach, targets, pinned, weights = (
+            a[order] for a in (bones, offsets, reach, targets, pinned, weights)
+        )
+        points = points[order]
+    ref = np.repeat(np.eye(3)[None], 4, axis=0)
+    problem = BodyProblem(parents, heads, frames, ref, bones, offsets, reach, targets, weights, pinned, limits)
+    return problem, points
+
+
+def anchors(problem: BodyProblem, heads: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    b = np.asarray(problem.anchor_bones)
+    return heads[b] + np.einsum("aij,aj->ai", frames[b], problem.anchor_offsets)
+
+
+def reach_of(problem: BodyProblem, heads: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """How far each anchor's target is from it, by forward kinematics on the result (not the solver's own)."""
+    return np.linalg.norm(problem.targets - anchors(problem, heads, frames), axis=1)
+
+
+def past_straight_arm(points: np.ndarray, beyond: float) -> np.ndarray:
+    """A left-hand target `beyond` past the straight arm, forward and out from the shoulder."""
+    direction = np.array([0.6, -0.8, 0.0])
+    return points[0] + direction * (ARM + beyond)
+
+
+def test_a_target_within_reach_moves_nothing() -> None:
+    problem, _points = body()
+    result = solve_body(problem)
+    assert not result.moved and result.iterations == 0
+    np.testing.assert_array_equal(result.heads, problem.heads)
+    np.testing.assert_array_equal(result.frames, problem.frames)
+
+
+def test_a_hand_pulled_past_the_straight_arm_is_reached_feet_held() -> None:
+    _p, points = body()
+    problem, _ = body(hand_l=past_straight_arm(points, 0.15))
+    result = solve_body(problem)
+    dist = reach_of(problem, result.heads, result.frames)
+    assert dist[0] <= ARM + 1e-4, f"the left hand's target is {dist[0] - ARM:.4f} beyond the arm after the body moved"
+    assert (dist[2:4] <= LEG + 1e-9).all(), f"a planted foot was pulled out of reach: {dist[2:4] - LEG}"
+    assert result.moved and not result.blocked
+    assert np.linalg.norm(result.heads[0] - problem.heads[0]) > 1e-3, "the hips did not move"
+
+
+def test_pull_zero_leaves_the_body() -> None:
+    _p, points = body()
+    problem, _ = body(hand_l=past_straight_arm(points, 0.15), pull=(0.0, 1.0, 1.0))
+    result = solve_body(problem)
+    assert not result.moved
+    assert result.excess[0] == pytest.approx(0.15, abs=1e-9)
+
+
+def test_an_unreachable_pull_keeps_the_feet_and_says_blocked() -> None:
+    _p, points = body()
+    problem, _ = body(hand_l=past_straight_arm(points, 1.5))
+    result = solve_body(problem)
+    dist = reach_of(problem, result.heads, result.frames)
+    assert np.isfinite(result.heads).all() and np.isfinite(result.frames).all()
+    assert (dist[2:4] <= LEG + 1e-9).all(), f"a planted foot was pulled out of reach: {dist[2:4] - LEG}"
+    assert result.blocked and result.excess[0] > 0.1
+
+
+def test_without_pins_the_body_follows_further() -> None:
+    _p, points = body()
+    pinned, _ = body(hand_l=past_straight_arm(points, 1.2), pull=(1.0, 0.0, 0.0))
+    free, _ = body(hand_l=past_straight_arm(points, 1.2), pull=(1.0, 0.0, 0.0), pins=False)
+    held, loose = solve_body(pinned), solve_body(free)
+    assert held.excess[0] > 0.01 and held.excess[0] > loose.excess[0]
+    assert loose.excess[0] < 1e-4 and not loose.blocked
+
+
+def test_left_and_right_are_mirror_symmetric() -> None:
+    _p, points = body()
+    left, _ = body(hand_l=past_straight_arm(points, 0.15))
+    right, _ = body(hand_l=past_straight_arm(points, 0.15), mirror=True)
+    a, b = solve_body(left), solve_body(right)
+    flip = np.diag([-1.0, 1.0, 1.0])
+    np.testing.assert_allclose(b.heads, a.heads @ flip, atol=1e-9)
+    np.testing.assert_allclose(b.frames, flip @ a.frames @ flip, atol=1e-9)
+
+
+def test_small_steps_move_the_hips_continuously() -> None:
+    _p, points = body()
+    hips = []
+    steps = np.linspace(0.0, 0.2, 41)
+    for beyond in steps:
+        problem, _ = body(hand_l=past_straight_arm(points, float(beyond)))
+        hips.append(solve_body(problem).heads[0])
+    jumps = np.linalg.norm(np.diff(np.array(hips), axis=0), axis=1)
+    step = float(steps[1] - steps[0])
+    assert jumps.max() <= 2.0 * step, f"the hips jumped {jumps.max():.4f} for a {step:.4f} step of the target"
+    assert np.linalg.norm(hips[-1] - hips[0]) > 1e-3
+
+
+def test_conflicting_pulls_balance_by_weight() -> None:
+    _p, points = body()
+    far_l = points[0] + np.array([1.0, 0.0, 0.0]) * (ARM + 0.3)
+    far_r = points[1] + np.array([-1.0, 0.0, 0.0]) * (ARM + 0.3)
+    even, _ = body(hand_l=far_l, hand_r=far_r, pins=False)
+    heavy, _ = body(hand_l=far_l, hand_r=far_r, pull=(4.0, 1.0, 1.0), pins=False)
+    e, h = solve_body(even), solve_body(heavy)
+    assert abs(e.excess[0] - e.excess[1]) < 1e-3, "equal pulls should share what is left over"
+    assert h.excess[0] < h.excess[1], "the heavier pull should come nearer"
+
+
+def test_spine_limits_hold() -> None:
+    cone = np.full((1, 4, 4), np.radians(10.0))
+    limits = JointLimits(cone, np.array([[False, True, True, True]]), np.zeros((1, 4, 2)), np.zeros((1, 4), bool))
+    _p, points = body()
+    problem, _ = body(hand_l=past_straight_arm(points, 0.4), limits=limits)
+    result = solve_body(problem)
+    local = np.swapaxes(result.frames[:-1], 1, 2) @ result.frames[1:]
+    bend = np.degrees(np.arccos(np.clip(local[:, 1, 1], -1.0, 1.0)))
+    assert (bend <= 10.0 + 1e-3).all(), f"a spine bone bent {bend.max():.2f} degrees past its 10 degree cone"
+    assert (reach_of(problem, result.heads, result.frames)[2:4] <= LEG + 1e-9).all()
+
+
+def test_bad_input_is_refused_with_a_message() -> None:
+    problem, _ = body()
+    with pytest.raises(ValueError, match="reach"):
+        BodyProblem(
+            problem.parents,
+            problem.heads,
+            problem.frames,
+            problem.ref_local,
+            problem.anchor_bones,
+            problem.anchor_offsets,
+            np.zeros(5),
+            problem.targets,
+            problem.pull,
+            problem.pinned,
+        )
+    with pytest.raises(ValueError, match="NaN"):
+        BodyProblem(
+            problem.parents,
+            problem.heads,
+            problem.frames,
+            problem.ref_local,
+            problem.anchor_bones,
+            problem.anchor_offsets,
+            problem.reach,
+            np.full((5, 3), np.nan),
+            problem.pull,
+            problem.pinned,
+        )
