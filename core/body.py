@@ -19,12 +19,14 @@ The order of a full-body solve (`solve_levels`):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 
 from ..solvers.body import BodyProblem, BodyResult, solve_body
 from ..solvers.rotations import norms
 from .batch import with_local_targets
+from .body_memo import memo_levels
 from .checks import cached_limits
 from .kinematics import Space, Work, child_pose, child_relative
 from .model import F64, ChainOutcome, ChainPlan, Group, Inputs, RigReport, Skeleton, Snapshot
@@ -185,13 +187,14 @@ def solve_levels(
     if outside:
         levels(snap, work, outside, inputs, space, report, smooth, dropped)
         work.propagate()
+    memo = partial(memo_levels, levels)
     _place_home(work, root, settings.home_location, settings.home_rotation)
     work.propagate()
     carriers = {a for g in inside for c in g.chains for a in sk.ancestors(c.bones[0])}
     body_groups = [g for g in inside if any(b in carriers for b in g.bones)]
     limbs = [g for g in inside if not any(b in carriers for b in g.bones)]
     if body_groups:
-        levels(snap, work, body_groups, inputs, space, report, smooth, dropped)
+        memo(snap, work, body_groups, inputs, space, report, smooth, dropped)
         work.propagate()
     spine = [
         b for g in body_groups if all(report.outcomes.get(c.index, _VALID).valid for c in g.chains) for b in g.bones
@@ -209,7 +212,7 @@ def solve_levels(
         work.propagate()
         _body_chain_outcomes(work, body_groups, inputs, space, report, float(snap.settings.tolerance))
     if limbs:
-        levels(snap, work, limbs, inputs, space, report, smooth, dropped)
+        memo(snap, work, limbs, inputs, space, report, smooth, dropped)
     if blocked.any():
         pins = ", ".join(f"'{c.name}'" for c in anchors if settings.pins.get(c.index, False))
         for c in anchors:
