@@ -350,21 +350,31 @@ def full_body_run(full_body: bool, rounds: int) -> dict[str, float]:
 
 
 def full_body(rounds: int, repeats: int) -> None:
-    """Full Body on and off on the same drag, alternating runs in one process; the best run of each.
+    """Full Body on and off on the same drag, alternating runs in one process; the best run of each. "full
+    body, no memo": the same with `core/body_memo.py` off (every chain solved on every update).
 
     .venv/bin/python bench/live.py --full-body [--rounds 40] [--repeats 3]
     """
     print("Full Body (#34): the set-up humanoid, both hands dragged past reach, feet pinned, head")
-    runs = [(full_body_run(True, rounds), full_body_run(False, rounds)) for _ in range(repeats)]
-    on = min((r[0] for r in runs), key=lambda r: r["ms"])
-    off = min((r[1] for r in runs), key=lambda r: r["ms"])
+    memo = bpy_session.submodule("core.body_memo")
+
+    def unmemoized() -> dict[str, float]:
+        memo.ENABLED = False
+        try:
+            return full_body_run(True, rounds)
+        finally:
+            memo.ENABLED = True
+
+    runs = [(full_body_run(True, rounds), unmemoized(), full_body_run(False, rounds)) for _ in range(repeats)]
+    on, bare, off = (min((r[k] for r in runs), key=lambda r: r["ms"]) for k in range(3))
     print(f"{'':22} {'update ms':>10} {'handler ms':>10} {'p90 handler':>11} {'hips moved':>10} {'worst foot':>10}")
-    for label, r in (("full body", on), ("per chain", off)):
+    for label, r in (("full body", on), ("full body, no memo", bare), ("per chain", off)):
         print(f"{label:22} {r['ms']:10.3f} {r['handler']:10.3f} {r['p90']:11.3f} {r['hips']:10.4f} {r['feet']:10.2e}")
-    print(
-        f"ratio full body / per chain: update {on['ms'] / off['ms']:.2f}, handler {on['handler'] / off['handler']:.2f},"
-        f" p90 handler {on['p90'] / off['p90']:.2f} (goal: <= 2 ms per update, <= 3x)"
-    )
+    for label, r in (("full body", on), ("no memo", bare)):
+        print(
+            f"ratio {label} / per chain: update {r['ms'] / off['ms']:.2f}, handler {r['handler'] / off['handler']:.2f},"
+            f" p90 handler {r['p90'] / off['p90']:.2f} (goal: <= 2 ms per update, <= 3x)"
+        )
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ import numpy as np
 from ..solvers.body import BodyProblem, BodyResult, solve_body
 from ..solvers.rotations import norms
 from .batch import with_local_targets
-from .body_memo import memo_levels
+from .body_memo import DIGITS, memo_levels
 from .checks import cached_limits
 from .kinematics import Space, Work, child_pose, child_relative
 from .model import F64, ChainOutcome, ChainPlan, Group, Inputs, RigReport, Skeleton, Snapshot
@@ -190,11 +190,26 @@ def solve_levels(
     memo = partial(memo_levels, levels)
     _place_home(work, root, settings.home_location, settings.home_rotation)
     work.propagate()
+    # The root at its home, for the memo of the spine's solve (`_spine_start`): a function of the home alone.
+    # Its rotation and head: its matrix carries the scale as read, float32 noise (~1e-8) on each update.
+    home = (
+        np.round(np.concatenate([work.rot[:, root], work.heads()[:, root, :, None]], axis=2), DIGITS) + 0.0
+    ).tobytes()
     carriers = {a for g in inside for c in g.chains for a in sk.ancestors(c.bones[0])}
     body_groups = [g for g in inside if any(b in carriers for b in g.bones)]
     limbs = [g for g in inside if not any(b in carriers for b in g.bones)]
     if body_groups:
-        memo(snap, work, body_groups, inputs, space, report, smooth, dropped)
+        memo(
+            snap,
+            work,
+            body_groups,
+            inputs,
+            space,
+            report,
+            smooth,
+            dropped,
+            partial(_spine_start, work, root, home, inputs),
+        )
         work.propagate()
     spine = [
         b for g in body_groups if all(report.outcomes.get(c.index, _VALID).valid for c in g.chains) for b in g.bones
@@ -234,6 +249,22 @@ def solve_levels(
 
 
 _VALID = ChainOutcome(True, "")
+
+
+def _spine_start(work: Work, root: int, home: bytes, inputs: Inputs, group: Group) -> bytes | None:
+    """What a body chain's start pose is a function of (for `memo_levels`), when it hangs from the body root
+    through bones that all start from their FK pose (`inputs.preset`: `rig/body.fk_start`): the root's home
+    and those presets. Its start pose itself comes out a little different on each update (the heads' offsets
+    come from the pose read, in float32), the same to ~1e-7: the same solve, to that."""
+    sk = work.sk
+    line = [group.bones[0], *sk.ancestors(group.bones[0])]
+    if root not in line:
+        return None
+    line = line[: line.index(root)]
+    if not all(b in inputs.preset for b in [*line, *group.bones]) or any(b in inputs.preset_scale for b in line):
+        return None
+    parts = [home, *(inputs.preset[b].tobytes() for b in sorted({*line, *group.bones}))]
+    return b"|".join(parts)
 
 
 def _move_body(

@@ -4,20 +4,23 @@ A full-body update solves every chain, because the body may move what each hangs
 the very same inputs as on the update before: the spine starts from its FK pose under the root at its home
 (both the same while nothing is re-posed) toward a control that did not move; a pinned leg starts from what
 the last solve wrote, under hips that did not move this time. A chain's solve is a function of what it
-reads, so when that is bit for bit what it was, the solve is not run again: its bones get the poses and
-its outcome the copy kept from then. What a solve reads, per group (each a top of the groups solved
-together: none hangs below another's bones): the working pose of its bones, of its root's parent and of its
-target and pole bones, the target's and pole's matrices, the armature's world matrix, the pole angle, Soft
-and Stretch per frame; the plan (its chain settings and joint limits, rebuilt on any change), the rig's
-settings and `smooth`. Anything else in play is left to the solvers (no memo): several frames (a bake),
-Start From 'Rest', an Influence below 1, a stretch owned or released, a preset; and a solve that changed a
-bone's scale is not kept.
+reads, so when that is what it was, the solve is not run again: its bones get the poses and its outcome
+the copy kept from then. What a solve reads, per group (each a top of the groups solved together: none
+hangs below another's bones), compared bit for bit: the target's and pole's matrices, the armature's world
+matrix, the pole angle, Soft and Stretch per frame, the plan (its chain settings and joint limits, rebuilt
+on any change), the rig's settings and `smooth`; and the start: the working pose of its bones, of its
+root's parent and of its target and pole bones to `DIGITS` decimals, or what the caller says the start is a
+function of (the spine's: the root's home and the FK pose, `core/body._spine_start`). Anything else in play
+is left to the solvers (no memo): several frames (a bake), Start From 'Rest', an Influence below 1, a
+stretch owned or released; and a solve that changed a bone's scale is not kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from .kinematics import Space, Work
 from .model import F64, ChainOutcome, Group, Inputs, RigReport, Snapshot
@@ -26,6 +29,13 @@ Levels = Callable[[Snapshot, Work, list[Group], Inputs, Space, RigReport, bool, 
 
 _SIZE = 64
 """Groups kept at most (a few rigs' worth): the oldest goes first."""
+
+DIGITS = 10
+"""Decimals (armature units) the start pose is compared to: far below any Tolerance, far above rounding."""
+ENABLED = True
+"""Off: every group is solved (`bench/live.py --full-body` measures both in one process; tests compare)."""
+hits = 0
+"""Groups taken from the memo so far (tests check that a drag uses it)."""
 
 
 @dataclass(frozen=True)
@@ -45,8 +55,9 @@ def forget() -> None:
     _kept.clear()
 
 
-def _key(snap: Snapshot, work: Work, group: Group, inputs: Inputs, smooth: bool) -> bytes | None:
-    """Everything the solve of `group` reads, as bytes; None when the memo does not apply to it."""
+def _key(snap: Snapshot, work: Work, group: Group, inputs: Inputs, smooth: bool, start: bytes | None) -> bytes | None:
+    """Everything the solve of `group` reads, as bytes; None when the memo does not apply to it. `start`:
+    what its start pose is a function of, when the caller knows (else the start pose itself counts)."""
     sk = work.sk
     parts: list[bytes] = [repr((snap.settings, smooth)).encode()]
     bones = list(group.bones)
@@ -63,9 +74,10 @@ def _key(snap: Snapshot, work: Work, group: Group, inputs: Inputs, smooth: bool)
         for table in (inputs.targets, inputs.poles, inputs.pole_angles, inputs.soft, inputs.stretch):
             value = table.get(c.index)
             parts.append(b"-" if value is None else value.tobytes())
-    parts.append(work.matrices[:, bones].tobytes())
-    parts.append(work.rot[:, bones].tobytes())
-    parts.append(work.original[:, bones].tobytes())
+    # The start pose to `DIGITS` decimals: carrying the body to its root's home (`core/body._place_home`,
+    # `Work.propagate`) turns the bones by the inverse of the pose read, so the same start comes out a few
+    # ulps apart on each update; a start nearer than that solves to a pose as near.
+    parts.append(start if start is not None else (np.round(work.matrices[:, bones], DIGITS) + 0.0).tobytes())
     parts.append(inputs.world.tobytes())
     if inputs.scale is not None:
         parts.append(inputs.scale[:, group.bones].tobytes())
@@ -92,20 +104,24 @@ def memo_levels(
     report: RigReport,
     smooth: bool,
     dropped: Sequence[Group],
+    start: Callable[[Group], bytes | None] | None = None,
 ) -> None:
     """`levels(...)` on `groups`, with the groups whose inputs are what they were at their last solve taken
-    from that solve (see the module's notes)."""
-    if work.matrices.shape[0] != 1 or inputs.basis is not None or inputs.preset or _nested(groups, work):
+    from that solve (see the module's notes). `start(group)`: what the group's start pose is a function of
+    (bytes), where the caller knows it (the spine's: the root's home and the FK pose), else None."""
+    global hits
+    if not ENABLED or work.matrices.shape[0] != 1 or inputs.basis is not None or _nested(groups, work):
         levels(snap, work, groups, inputs, space, report, smooth, dropped)
         return
     keys: list[bytes | None] = []
     todo: list[Group] = []
     for g in groups:
-        key = _key(snap, work, g, inputs, smooth)
+        key = _key(snap, work, g, inputs, smooth, None if start is None else start(g))
         kept = _kept.get((id(snap.plan), tuple(g.bones))) if key is not None else None
         keys.append(key)
         if kept is not None and kept.plan is snap.plan and kept.key == key:
             work.set_bones(g.bones, kept.rot.copy(), kept.heads.copy())
+            hits += 1
             for i, out in kept.outcomes.items():
                 report.outcomes[i] = replace(out)
         else:
