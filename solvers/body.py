@@ -273,7 +273,7 @@ def _step(jac: F64, over: F64, first: Bools, second: Bools, weight: F64, inv_met
     if first.any():
         gp = g[first]
         system = gp @ gp.T
-        system[np.diag_indices_from(system)] += (_DAMPING * size * size + 1e-12) / weight[first]
+        system.flat[:: system.shape[0] + 1] += (_DAMPING * size * size + 1e-12) / weight[first]
         solved = _solve_small(system, np.column_stack([-over[first], gp]))
         step = gp.T @ solved[:, 0]
         null = np.eye(jac.shape[1]) - gp.T @ solved[:, 1:]
@@ -281,7 +281,7 @@ def _step(jac: F64, over: F64, first: Bools, second: Bools, weight: F64, inv_met
         gs = g[second]
         a = gs if null is None else gs @ null
         system = a @ a.T
-        system[np.diag_indices_from(system)] += _FOLLOW_DAMPING * size * size
+        system.flat[:: system.shape[0] + 1] += _FOLLOW_DAMPING * size * size
         step = step + a.T @ _solve_small(system, -over[second] - gs @ step)[:, 0]
     out: F64 = step * root
     return out
@@ -434,7 +434,7 @@ def solve_body(problem: BodyProblem) -> BodyResult:
                 g = jac[late]
                 gm = g * inv_metric
                 system = gm @ g.T
-                system[np.diag_indices_from(system)] += _DAMPING * size * size
+                system.flat[:: system.shape[0] + 1] += _DAMPING * size * size
                 correction = gm.T @ _solve_small(system, -(state.over[late] - pins_before[late]))[:, 0]
                 state = move(state.root_head, state.root_frame, state.frames, correction)
             pins_ok = bool((np.where(pinned, np.maximum(state.over, 0.0), 0.0) <= pins_before + _SLACK * size).all())
