@@ -349,9 +349,38 @@ def full_body_run(full_body: bool, rounds: int) -> dict[str, float]:
     }
 
 
+def full_body_floor(rounds: int) -> float:
+    """Median ms of one update of the same drag with Reach's handlers out and `_Floor`'s minimal handler in
+    (read the pose, write one channel, tag): what any Python live solver of this rig pays before solving."""
+    obj = _full_body_rig(False)
+    pbs = obj.pose.bones
+    path = _full_body_drag(obj, rounds + 3)
+    live = bpy_session.submodule("rig.live")
+    live.unregister()
+    handler = _Floor(obj, minimal=True)
+    bpy.app.handlers.depsgraph_update_post.append(handler)
+    times = []
+    try:
+        for r, goals in enumerate(path):
+            for name, where in goals.items():
+                m = pbs[name].matrix.copy()
+                m.translation = where
+                pbs[name].matrix = m
+            start = time.perf_counter()
+            bpy.context.view_layer.update()
+            bpy.context.view_layer.update()
+            if r >= 3:
+                times.append(time.perf_counter() - start)
+    finally:
+        bpy.app.handlers.depsgraph_update_post.remove(handler)
+        live.register()
+    return 1e3 * statistics.median(times)
+
+
 def full_body(rounds: int, repeats: int) -> None:
     """Full Body on and off on the same drag, alternating runs in one process; the best run of each. "full
-    body, no memo": the same with `core/body_memo.py` off (every chain solved on every update).
+    body, no memo": the same with `core/body_memo.py` off (every chain solved on every update); "floor": the
+    same drag with a handler that only reads the pose and writes one channel (`full_body_floor`).
 
     .venv/bin/python bench/live.py --full-body [--rounds 40] [--repeats 3]
     """
@@ -367,6 +396,7 @@ def full_body(rounds: int, repeats: int) -> None:
 
     runs = [(full_body_run(True, rounds), unmemoized(), full_body_run(False, rounds)) for _ in range(repeats)]
     on, bare, off = (min((r[k] for r in runs), key=lambda r: r["ms"]) for k in range(3))
+    least = min(full_body_floor(rounds) for _ in range(repeats))
     print(f"{'':22} {'update ms':>10} {'handler ms':>10} {'p90 handler':>11} {'hips moved':>10} {'worst foot':>10}")
     for label, r in (("full body", on), ("full body, no memo", bare), ("per chain", off)):
         print(f"{label:22} {r['ms']:10.3f} {r['handler']:10.3f} {r['p90']:11.3f} {r['hips']:10.4f} {r['feet']:10.2e}")
@@ -375,6 +405,7 @@ def full_body(rounds: int, repeats: int) -> None:
             f"ratio {label} / per chain: update {r['ms'] / off['ms']:.2f}, handler {r['handler'] / off['handler']:.2f},"
             f" p90 handler {r['p90'] / off['p90']:.2f} (goal: <= 2 ms per update, <= 3x)"
         )
+    print(f"floor: the same drag, a minimal handler (read the pose, write one channel, tag): {least:.3f} ms per update")
 
 
 def main() -> None:

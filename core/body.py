@@ -134,7 +134,13 @@ def _aims(work: Work, space: Space, inputs: Inputs, chains: list[ChainPlan]) -> 
         firsts.append(len(joints))
         joints += rows
         joints.append(c.bones[-1] if c.use_target_rotation else b_count + rows[-1] if rows else c.bones[0])
-    both = np.concatenate([work.heads(), work.tails(range(b_count))], axis=1)[:, joints]
+    # Only the joints' heads and tails (the same numbers as every bone's, for a fraction of the work).
+    picks = np.asarray(joints, dtype=np.int64)
+    is_tail = picks >= b_count
+    both = np.empty((work.matrices.shape[0], len(joints), 3))
+    both[:, ~is_tail] = work.heads()[:, picks[~is_tail]]
+    if is_tail.any():
+        both[:, is_tail] = work.tails(picks[is_tail] - b_count)
     seg = np.linalg.norm(np.diff(both, axis=1), axis=2)  # (F, joints - 1); one per chain crosses to the next
     walked = np.concatenate([np.zeros((seg.shape[0], 1)), np.cumsum(seg, axis=1)], axis=1)
     lasts = np.array([*firsts[1:], len(joints)]) - 1

@@ -9,8 +9,8 @@ the copy kept from then. What a solve reads, per group (each a top of the groups
 hangs below another's bones), compared bit for bit: the target's and pole's matrices, the armature's world
 matrix, the pole angle, Soft and Stretch per frame, the plan (its chain settings and joint limits, rebuilt
 on any change), the rig's settings and `smooth`; and the start: the working pose of its bones, of its
-root's parent and of its target and pole bones to `DIGITS` decimals, or what the caller says the start is a
-function of (the spine's: the root's home and the FK pose, `core/body._spine_start`). Anything else in play
+root's parent and of its target and pole bones, or what the caller says the start is a function of (the
+spine's: the root's home to `DIGITS` decimals and the FK pose, `core/body._spine_start`). Anything else in play
 is left to the solvers (no memo): several frames (a bake), Start From 'Rest', an Influence below 1, a
 stretch owned or released; and a solve that changed a bone's scale is not kept.
 """
@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-
-import numpy as np
 
 from .kinematics import Space, Work
 from .model import F64, ChainOutcome, Group, Inputs, RigReport, Snapshot
@@ -31,7 +29,8 @@ _SIZE = 64
 """Groups kept at most (a few rigs' worth): the oldest goes first."""
 
 DIGITS = 10
-"""Decimals (armature units) the start pose is compared to: far below any Tolerance, far above rounding."""
+"""Decimals (armature units) the body root's home is compared to (`core/body._spine_start`): far below any
+Tolerance, far above the rounding of carrying it home."""
 ENABLED = True
 """Off: every group is solved (`bench/live.py --full-body` measures both in one process; tests compare)."""
 hits = 0
@@ -74,10 +73,7 @@ def _key(snap: Snapshot, work: Work, group: Group, inputs: Inputs, smooth: bool,
         for table in (inputs.targets, inputs.poles, inputs.pole_angles, inputs.soft, inputs.stretch):
             value = table.get(c.index)
             parts.append(b"-" if value is None else value.tobytes())
-    # The start pose to `DIGITS` decimals: carrying the body to its root's home (`core/body._place_home`,
-    # `Work.propagate`) turns the bones by the inverse of the pose read, so the same start comes out a few
-    # ulps apart on each update; a start nearer than that solves to a pose as near.
-    parts.append(start if start is not None else (np.round(work.matrices[:, bones], DIGITS) + 0.0).tobytes())
+    parts.append(start if start is not None else work.matrices[:, bones].tobytes())
     parts.append(inputs.world.tobytes())
     if inputs.scale is not None:
         parts.append(inputs.scale[:, group.bones].tobytes())
