@@ -140,7 +140,7 @@ def _aims(work: Work, space: Space, inputs: Inputs, chains: list[ChainPlan]) -> 
     both = np.empty((work.matrices.shape[0], len(joints), 3))
     both[:, ~is_tail] = work.heads()[:, picks[~is_tail]]
     if is_tail.any():
-        both[:, is_tail] = work.tails(picks[is_tail] - b_count)
+        both[:, is_tail] = work.tails((picks[is_tail] - b_count).tolist())
     seg = np.linalg.norm(np.diff(both, axis=1), axis=2)  # (F, joints - 1); one per chain crosses to the next
     walked = np.concatenate([np.zeros((seg.shape[0], 1)), np.cumsum(seg, axis=1)], axis=1)
     lasts = np.array([*firsts[1:], len(joints)]) - 1
