@@ -6,12 +6,11 @@ and on Rigify's human metarig.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 
 import addon_utils
 import bpy
-import conftest
+import bpy_session
 import numpy as np
 import pytest
 import rigs
@@ -431,7 +430,7 @@ def _past_reach_at(obj: bpy.types.Object, ch: bpy.types.PropertyGroup, frame: in
 def _drag_poses(memo: bool) -> tuple[list[dict[str, np.ndarray]], list[list[tuple[str, float, bool, str]]]]:
     """Evaluated poses and statuses along a drag: both hands in and past reach and back, the head's control
     nodding, the spine's control moved once and a foot's once (the memo must notice both)."""
-    body_memo = sys.modules[conftest.ADDON + ".core.body_memo"]
+    body_memo = bpy_session.submodule("core.body_memo")
     body_memo.forget()
     body_memo.ENABLED = memo
     try:
@@ -462,7 +461,7 @@ def test_the_memo_of_unchanged_chains_changes_nothing() -> None:
     the same drag with and without it gives the same evaluated pose and the same statuses. The same to a
     hundredth of the Tolerance: the spine's start is the same to float32 noise (~1e-7) only (its heads come
     from the pose read), which the body stage carries on to a few 1e-6 near its limits."""
-    body_memo = sys.modules[conftest.ADDON + ".core.body_memo"]
+    body_memo = bpy_session.submodule("core.body_memo")
     with_memo, said = _drag_poses(True)
     hits = body_memo.hits
     without, said_without = _drag_poses(False)
