@@ -113,7 +113,7 @@ def _trim_bottom(img: np.ndarray) -> np.ndarray:
 
 
 def test_panel_and_overlay_in_the_gui(installed: Blender, tmp_path: Path) -> None:
-    info, img, log = _shot(installed, tmp_path / "panel.png", "panel", "1600x1250")
+    info, img, log = _shot(installed, tmp_path / "panel.png", "panel", "1600x1400")
     _check_common(info, log)
     assert info["tab"] == "Reach IK" and info["panel_draws"] > 0, f"the Reach IK tab is not showing: {info}"
     ui, view_rect = info["regions"]["UI"], info["regions"]["WINDOW"]
