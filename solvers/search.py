@@ -317,7 +317,7 @@ def _toward_hint(batch: ChainBatch, frames: F64, positions: F64, rows: Bools, to
     frames[index], positions[index] = new_frames[keep], new_positions[keep]
 
 
-def refine(problem: ChainProblem, result: SolveResult) -> SolveResult:
+def refine(problem: ChainProblem, result: SolveResult, settled: Bools | None = None) -> SolveResult:
     """Apply the global stage to the chains of ``problem`` that have joint limits and missed a target
     their lengths can reach (not too far, not nearer than the chain folds, not on the root).
 
@@ -327,6 +327,9 @@ def refine(problem: ChainProblem, result: SolveResult) -> SolveResult:
         The problem the solver solved (soft chains: the eased one).
     result
         The solver's result.
+    settled
+        ``(K,)`` chains whose pose is already the nearest reachable one under their limits (the two-bone
+        closed form, `solvers.two_bone_limits`): never searched.
 
     Returns
     -------
@@ -350,6 +353,8 @@ def refine(problem: ChainProblem, result: SolveResult) -> SolveResult:
         & (distance >= 2.0 * lengths.max(axis=1) - total - tol)
         & (distance > ZERO_LENGTH * np.maximum(total, 1.0))
     )
+    if settled is not None:
+        rows &= ~settled
     if not rows.any():
         return result
     index = np.flatnonzero(rows)
