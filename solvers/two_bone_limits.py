@@ -104,6 +104,16 @@ def _upper(
     v_perp = v - dots(v, a0)[:, None] * a0
     w_perp = w - dots(w, a0)[:, None] * a0
     tau = np.arctan2(dots(a0, cross(v_perp, w_perp)), dots(v_perp, w_perp))
+    # Where the twist the roll mode gives already holds the lower bone inside its cone, it is kept: the
+    # turn is for hinges the pose misses, not for cones that fit.
+    lim = batch.limits
+    assert lim is not None
+    u0 = np.einsum("kji,kj->ki", batch.ref_local[:, 1], w)
+    fits = ~lim.use_cone[:, 1]
+    if lim.use_cone[:, 1].any():
+        on = lim.use_cone[:, 1]
+        fits[on] = cone_contains(u0[on], lim.cone[on, 1], INSIDE_TOLERANCE)
+    tau = np.where(fits, 0.0, tau)
     return matmul(g, axis_angle_matrix(a0, tau)), ref0, elbow, tip, d2
 
 
