@@ -40,12 +40,14 @@ from ..solvers.scalar._chain import (
     BoneLimit,
     Chain,
     Step,
+    bend_side,
     fabrik_step,
     fabrik_step_limited,
     make_ccd_step,
     solve_chains,
     two_bone,
 )
+from ..solvers.scalar._closed import applies, two_bone_limited
 from ..solvers.two_bone import solve_two_bone
 from ..solvers.types import CONVERGED, STALLED, STATUS_NAMES, UNREACHABLE, ZERO_LENGTH, ChainProblem
 from . import convert
@@ -500,8 +502,14 @@ class Program:
         tip = solved[0] @ shape.offsets[0] + solved[1] @ shape.offsets[1]
         if math.dist(_xyz(tip), chain.target64) <= tolerance:
             return solved
-        offsets = np.array([list(o) for o in shape.offsets], dtype=np.float64)[None]
-        frames = np.array([[list(r) for r in q.to_matrix()] for q in keep], dtype=np.float64)[None]
+        # The closed form on mathutils first (as the scalar solver); only what it leaves takes the numpy
+        # solve with its global stage.
+        if applies(chain):
+            frames, settled = two_bone_limited(chain, bend_side(chain, keep[0] @ shape.offsets[0]))
+            if settled:
+                return frames
+        offsets = np.array([_xyz(o) for o in shape.offsets], dtype=np.float64)[None]
+        frames = np.array([_rows(q.to_matrix()) for q in keep], dtype=np.float64)[None]
         positions = np.zeros((1, 3, 3))
         positions[0, 1] = frames[0, 0] @ offsets[0, 0]
         positions[0, 2] = positions[0, 1] + frames[0, 1] @ offsets[0, 1]
@@ -513,7 +521,7 @@ class Program:
             frames,
             offsets,
             np.asarray(link.ref_rows, dtype=np.float64)[None],
-            np.array([list(r) for r in base.to_matrix()], dtype=np.float64)[None],
+            np.array(_rows(base.to_matrix()), dtype=np.float64)[None],
             np.asarray(chain.target64, dtype=np.float64)[None],
             poles,
             link.joint,

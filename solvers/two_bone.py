@@ -118,7 +118,10 @@ def settle(
         return result, None
     total = batch.total_length
     distance = norms(batch.targets - batch.root)
-    rows = np.flatnonzero(~result.reached & (distance > ZERO_LENGTH * np.maximum(total, 1.0)))
+    # The lower bone's limits hold its Y axis: the closed form takes chains whose lower segment runs along
+    # it (a Blender tip bone's does: its tail); others go to the global stage as before.
+    along_y = np.abs(batch.directions[:, 1] - (0.0, 1.0, 0.0)).max(axis=1) <= 1e-9
+    rows = np.flatnonzero(~result.reached & along_y & (distance > ZERO_LENGTH * np.maximum(total, 1.0)))
     if rows.size == 0:
         return result, None
     sub = batch.take(rows)
