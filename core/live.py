@@ -505,9 +505,9 @@ class Program:
         # The closed form on mathutils first (as the scalar solver); only what it leaves takes the numpy
         # solve with its global stage.
         if applies(chain):
-            frames, settled = two_bone_limited(chain, bend_side(chain, keep[0] @ shape.offsets[0]))
+            closed, settled = two_bone_limited(chain, bend_side(chain, keep[0] @ shape.offsets[0]))
             if settled:
-                return frames
+                return closed
         offsets = np.array([_xyz(o) for o in shape.offsets], dtype=np.float64)[None]
         frames = np.array([_rows(q.to_matrix()) for q in keep], dtype=np.float64)[None]
         positions = np.zeros((1, 3, 3))

@@ -17,7 +17,7 @@ from mathutils import Quaternion, Vector
 
 from ..two_bone_limits import SWIVEL_BISECTIONS, SWIVEL_SAMPLES
 from . import _cone
-from ._chain import INSIDE, Chain, Frames, aim_frame, limit_frame, product, sweep
+from ._chain import INSIDE, Chain, Frames, aim_frame, cross, limit_frame, product, sweep
 
 _SIDES: Final = (Vector((0.0, 0.0, 1.0)), Vector((0.0, 0.0, -1.0)), Vector((-1.0, 0.0, 0.0)), Vector((1.0, 0.0, 0.0)))
 _BENT: Final = 1e-3  # as two_bone_limits._BENT
@@ -65,7 +65,7 @@ class _Limb:
         else:
             e = _SIDES[max(range(4), key=lambda i: cone1[i])] if cone1 is not None else _SIDES[0]
             rest = 0.0
-        n = e - e.dot(cv) * cv
+        n = e - cv * e.dot(cv)
         self.n = n.normalized() if n.length > 1e-12 else e
         self.c = cv
         self.low = max(rest - _radius(cone1, -e.x, -e.z), 0.0)
@@ -78,8 +78,8 @@ def _upper(
     c: Chain, limb: _Limb, chord: Vector, bend: Vector, cos_a: float, sin_a: float, reach: float, u: Vector
 ) -> tuple[Quaternion, Vector, Vector]:
     """``two_bone_limits._upper`` for one chain: the upper frame, the tip and the lower bone's direction."""
-    elbow = c.lengths[0] * (cos_a * chord + sin_a * bend)
-    tip = reach * chord
+    elbow = (chord * cos_a + bend * sin_a) * c.lengths[0]
+    tip = chord * reach
     d1 = elbow.normalized()
     d2 = (tip - elbow).normalized()
     start = c.keep[0] if c.roll_mode == "KEEP" else limb.ref0
@@ -94,9 +94,9 @@ def _upper(
         return g, tip, d2
     a0 = limb.a0
     v = limb.q1 @ u
-    v_perp = v - v.dot(a0) * a0
-    w_perp = w - w.dot(a0) * a0
-    tau = math.atan2(a0.dot(v_perp.cross(w_perp)), v_perp.dot(w_perp))
+    v_perp = v - a0 * v.dot(a0)
+    w_perp = w - a0 * w.dot(a0)
+    tau = math.atan2(a0.dot(cross(v_perp, w_perp)), v_perp.dot(w_perp))
     return product(g, Quaternion(a0, tau)), tip, d2
 
 
@@ -149,10 +149,10 @@ def two_bone_limited(c: Chain, side: tuple[float, float, float]) -> tuple[Frames
     safe = max(reach, 1e-300)
     cos_a = min(max((l1 * l1 + safe * safe - l2 * l2) / (2.0 * l1 * safe), -1.0), 1.0)
     sin_a = math.sqrt(1.0 - cos_a * cos_a)
-    u = math.cos(want) * limb.c + math.sin(want) * limb.n
+    u = limb.c * math.cos(want) + limb.n * math.sin(want)
     f1, tip, d2 = _upper(c, limb, chord, bend, cos_a, sin_a, reach, u)
     if not _upper_inside(limb, f1):
-        swivel = chord.cross(bend)
+        swivel = cross(chord, bend)
         step = 2.0 * math.pi / SWIVEL_SAMPLES
         found: float | None = None
         best, best_gap = 0.0, math.inf
@@ -161,7 +161,7 @@ def two_bone_limited(c: Chain, side: tuple[float, float, float]) -> tuple[Frames
             best_gap = _violation(limb, f1)
         for j in range(1, SWIVEL_SAMPLES):
             psi = ((j + 1) // 2) * step * (1.0 if j % 2 else -1.0)
-            b = math.cos(psi) * bend + math.sin(psi) * swivel
+            b = bend * math.cos(psi) + swivel * math.sin(psi)
             g, _, _ = _upper(c, limb, chord, b, cos_a, sin_a, reach, u)
             if _upper_inside(limb, g):
                 found = psi
@@ -175,21 +175,21 @@ def two_bone_limited(c: Chain, side: tuple[float, float, float]) -> tuple[Frames
             lo = hi - math.copysign(step, hi)
             for _ in range(SWIVEL_BISECTIONS):
                 mid = 0.5 * (lo + hi)
-                b = math.cos(mid) * bend + math.sin(mid) * swivel
+                b = bend * math.cos(mid) + swivel * math.sin(mid)
                 g, _, _ = _upper(c, limb, chord, b, cos_a, sin_a, reach, u)
                 if _upper_inside(limb, g):
                     hi = mid
                 else:
                     lo = mid
-            bend = math.cos(hi) * bend + math.sin(hi) * swivel
+            bend = bend * math.cos(hi) + swivel * math.sin(hi)
             f1, tip, d2 = _upper(c, limb, chord, bend, cos_a, sin_a, reach, u)
         elif track and best_gap > 0.5 * step * sin_a + 1e-9:
             # Out of reach under the upper bone's cone whatever the twist (`two_bone_limits`).
-            b = math.cos(best) * bend + math.sin(best) * swivel
-            elbow = l1 * (cos_a * chord + sin_a * b)
+            b = bend * math.cos(best) + swivel * math.sin(best)
+            elbow = (chord * cos_a + b * sin_a) * l1
             return sweep(c, [c.root, elbow, c.target])[1], True
         else:
-            return sweep(c, [c.root, l1 * (cos_a * chord + sin_a * bend), c.target])[1], False
+            return sweep(c, [c.root, (chord * cos_a + bend * sin_a) * l1, c.target])[1], False
     f1_limited = limit_frame(limb.ref0, f1, limb.lim0) if limb.lim0 is not None else f1
     ref1 = product(f1_limited, limb.q1)
     start1 = c.keep[1] if c.roll_mode == "KEEP" else ref1
