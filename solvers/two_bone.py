@@ -16,7 +16,7 @@ from .frames import STRAIGHT, ChainBatch, fallback_bends, forward_sweep
 from .rotations import normalize, norms, perpendicular_part
 from .search import refine
 from .soft import solve_soft
-from .two_bone_limits import solve_limited
+from .two_bone_limits import ALONG_Y, solve_limited
 from .types import CONVERGED, F64, UNREACHABLE, ZERO_LENGTH, Bools, ChainProblem, SolveResult
 
 
@@ -120,7 +120,7 @@ def settle(
     distance = norms(batch.targets - batch.root)
     # The lower bone's limits hold its Y axis: the closed form takes chains whose lower segment runs along
     # it (a Blender tip bone's does: its tail); others go to the global stage as before.
-    along_y = np.abs(batch.directions[:, 1] - (0.0, 1.0, 0.0)).max(axis=1) <= 1e-9
+    along_y = np.abs(batch.directions[:, 1] - (0.0, 1.0, 0.0)).max(axis=1) <= ALONG_Y
     rows = np.flatnonzero(~result.reached & along_y & (distance > ZERO_LENGTH * np.maximum(total, 1.0)))
     if rows.size == 0:
         return result, None

@@ -38,6 +38,13 @@ _SIDES: Final = np.array([[0.0, 0.0, 1.0], [0.0, 0.0, -1.0], [-1.0, 0.0, 0.0], [
 """Unit directions of the cone sides up, down, left, right in the bone's reference frame."""
 _BENT: Final = 1e-3
 """A lower bone whose rest direction is within this (sine of the angle) of its parent's counts as straight."""
+ALONG_Y: Final = 1e-5
+"""A lower segment within this of the bone's +Y (unit vectors) counts as along it: the live reads give float32
+offsets, whose noise is ~1e-7."""
+HELD: Final = 1e-9
+"""The tip within this fraction of the chain's length of where the closed form built it: the limits left it."""
+HELD_F32: Final = 1e-5
+"""The same on ``mathutils``' float32 frames (`solvers.scalar._closed`)."""
 _EXACT: Final = 1e-9
 """Relative change of a frame below which the limits left it as built (the closed form held)."""
 
@@ -139,10 +146,10 @@ def _swivel(chord: F64, bend: F64, psi: F64) -> F64:
     return np.cos(psi)[:, None] * bend + np.sin(psi)[:, None] * cross(chord, bend)
 
 
-SWIVEL_SAMPLES: Final = 48
+SWIVEL_SAMPLES: Final = 24
 """Swivel angles tried (evenly spaced) when the upper bone's limits refuse the elbow in the pole's plane."""
-SWIVEL_BISECTIONS: Final = 6
-"""Bisections of the bracket between the last refused and the first allowed sample (to 7.5 deg / 64)."""
+SWIVEL_BISECTIONS: Final = 7
+"""Bisections of the bracket between the last refused and the first allowed sample (to 15 deg / 128)."""
 
 
 def solve_limited(batch: ChainBatch, chord: F64, bend: F64, distance: F64) -> tuple[F64, F64, Bools, Bools]:
@@ -233,12 +240,33 @@ def solve_limited(batch: ChainBatch, chord: F64, bend: F64, distance: F64) -> tu
     positions[:, 1] = batch.root + matvec(f1_limited, batch.offsets[:, 0])
     positions[:, 2] = positions[:, 1] + matvec(f2, batch.offsets[:, 1])
     # The lower bone's clamp may only fix its own twist: the tip where it was built.
-    held = norms(positions[:, 2] - tip) <= 1e-9 * np.maximum(l1 + l2, 1.0) + 1e-12
+    held = norms(positions[:, 2] - tip) <= HELD * (l1 + l2)
     settled = upper_ok & held & (~clamped | proven)
     if swept is not None:
         positions[out_of_reach], frames[out_of_reach] = swept
         settled[out_of_reach] = True
     return positions, frames, settled, clamped
+
+
+_EXACT_GAPS: Final = 4
+"""Samples per chain whose distance to the upper bone's cone is computed exactly (the nearest by the bound)."""
+
+
+def _violations(d: F64, cone: F64) -> F64:
+    """``(K, M)`` lower bounds of the angles from unit directions ``d`` ``(K, M, 3)`` to each chain's cone
+    ``(K, 4)``, exact for the ``_EXACT_GAPS`` directions of each chain the bound puts nearest: the rest are
+    bounded by the swing beyond the widest half-angle (the cone lies within it). Their minimum is a lower
+    bound of the true one (a proof stays a proof) and its argument the nearest direction found."""
+    k, m = d.shape[:2]
+    theta = np.arccos(np.clip(d[..., 1], -1.0, 1.0))
+    bound = np.maximum(theta - cone.max(axis=1)[:, None], 0.0)
+    take = min(_EXACT_GAPS, m)
+    near = np.argsort(bound, axis=1)[:, :take]
+    rows = np.repeat(np.arange(k), take)
+    exact = cone_violation(d[rows, near.reshape(-1)], cone[rows]).reshape(k, take)
+    out: F64 = np.array(bound, dtype=np.float64)
+    out[rows, near.reshape(-1)] = exact.reshape(-1)
+    return out
 
 
 def _nearest_swivel(
@@ -268,12 +296,11 @@ def _nearest_swivel(
     if none.size:
         # The elbow's circle misses the cone: the least violating angle (0, the bend, among the candidates).
         at = (none[:, None] * angles.size + np.arange(angles.size)).reshape(-1)
-        d1 = np.einsum("kji,kj->ki", ref0[at], f1[at, :, 1])
-        gap = cone_violation(d1, lim.cone[at, 0]).reshape(none.size, angles.size)
+        d1 = np.einsum("kji,kj->ki", ref0[at], f1[at, :, 1]).reshape(none.size, angles.size, 3)
         cand = np.concatenate((np.zeros((none.size, 1)), np.tile(angles, (none.size, 1))), axis=1)
         f0 = _upper(batch.take(none), chord[none], bend[none], cos_a[none], sin_a[none], reach[none], u[none])
         d0 = np.einsum("kji,kj->ki", f0[1], f0[0][:, :, 1])
-        gap = np.concatenate((cone_violation(d0, lim.cone[none * angles.size, 0])[:, None], gap), axis=1)
+        gap = _violations(np.concatenate((d0[:, None], d1), axis=1), lim.cone[none * angles.size, 0])
         # Proven out of reach only when every point of the circle misses the cone: the violation is
         # 1-Lipschitz in the direction, and no point of the circle is farther than half a sample's arc
         # (``step * sin(a)`` between neighbours) from a sample.

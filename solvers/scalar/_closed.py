@@ -15,14 +15,12 @@ from typing import Final
 
 from mathutils import Quaternion, Vector
 
-from ..two_bone_limits import SWIVEL_BISECTIONS, SWIVEL_SAMPLES
+from ..two_bone_limits import ALONG_Y, HELD_F32, SWIVEL_BISECTIONS, SWIVEL_SAMPLES
 from . import _cone
 from ._chain import INSIDE, Chain, Frames, aim_frame, cross, limit_frame, product, sweep
 
 _SIDES: Final = (Vector((0.0, 0.0, 1.0)), Vector((0.0, 0.0, -1.0)), Vector((-1.0, 0.0, 0.0)), Vector((1.0, 0.0, 0.0)))
 _BENT: Final = 1e-3  # as two_bone_limits._BENT
-_HELD: Final = 1e-5
-"""The tip within this fraction of the chain's length of where it was built: float32 frames round there."""
 
 
 def _radius(cone: tuple[float, ...] | None, ex: float, ez: float) -> float:
@@ -129,7 +127,7 @@ def _violation(limb: _Limb, f1: Quaternion) -> float:
 def applies(c: Chain) -> bool:
     """Whether the closed form takes the chain: its lower segment along the bone's Y axis (`settle`)."""
     d = c.directions[1]
-    return abs(d.x) <= 1e-6 and abs(d.z) <= 1e-6 and d.y > 0.0
+    return abs(d.x) <= ALONG_Y and abs(d.z) <= ALONG_Y and d.y > 0.0
 
 
 def two_bone_limited(c: Chain, side: tuple[float, float, float]) -> tuple[Frames, bool]:
@@ -197,5 +195,5 @@ def two_bone_limited(c: Chain, side: tuple[float, float, float]) -> tuple[Frames
     if limb.lim1 is not None:
         f2 = limit_frame(ref1, f2, limb.lim1)
     at = f1_limited @ c.offsets[0] + f2 @ c.offsets[1]
-    held = (at - tip).length <= _HELD * (l1 + l2)
+    held = (at - tip).length <= HELD_F32 * (l1 + l2)
     return [f1_limited, f2], f1_limited is f1 and held and (not clamped or proven)
