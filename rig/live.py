@@ -43,6 +43,10 @@ _busy = False
 # Whether updates that move only targets and poles take the compiled program (`_lean`). Tests and
 # bench/live.py turn it off to compare with the full path; nothing else does.
 use_program = True
+# Seconds of the global stage per rig and update of a drag (None: unbounded). Bounded, a search under limits
+# that bind goes on over the next updates, so where it lands depends on how the clock cut it: tests that
+# compare live poses for equality set None.
+stage_budget: float | None = search.LIVE_BUDGET
 _suspended: set[int] = set()  # session_uid of armatures being baked: the bake solves them itself
 # True while a render (or an export) plays the keys rig/render.py recorded: nothing is solved or given back
 # meanwhile, since in the GUI the render thread evaluates the same data.
@@ -821,7 +825,8 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
                 lean = use_program and updated is not None and not dirty and not follows and uid not in leaders
                 # The global stage within a budget per rig and update; a search the budget cut goes on in the
                 # next update (the rig is solved again then, whatever moved).
-                with search.budget() as spent:
+                # Frame changes solve unbounded: playback poses as the render and the bake do.
+                with search.budget(stage_budget if updated is not None else None) as spent:
                     if not (lean and _lean(obj, uid, updated)):  # type: ignore[arg-type]  # a set, if lean
                         _solve_live(obj, moved, uid in leaders)
                 if spent.cut:
@@ -902,6 +907,11 @@ def _carry_on_later(uid: int) -> None:
         bpy.app.timers.register(carry_on, first_interval=0.0)
 
 
+def carrying() -> bool:
+    """Whether some rig's search was cut by the live budget and waits for `carry_on`."""
+    return bool(_carrying)
+
+
 def carry_on() -> None:
     """Tag the rigs whose search the live budget cut, so the next evaluation solves them on (a timer)."""
     uids, _carrying_now = set(_carrying), _carrying.clear()
@@ -924,4 +934,5 @@ def unregister() -> None:
     if bpy.app.timers.is_registered(carry_on):
         bpy.app.timers.unregister(carry_on)
     _carrying.clear()
+    search.forget()
     cache.clear(keep_stats=False)

@@ -87,6 +87,8 @@ _cut = False
 _rounds: OrderedDict[bytes, int] = OrderedDict()
 _tried: OrderedDict[bytes, int] = OrderedDict()
 _progress: OrderedDict[bytes, tuple[F64, int]] = OrderedDict()
+_best: OrderedDict[bytes, F64] = OrderedDict()
+_own_done: OrderedDict[bytes, int] = OrderedDict()
 _iterations_done = 0
 """Budgeted live updates: how many pseudo-random starts a chain's target (with its chain) has had, all in
 vain. The next update toward the same target goes on from there; a target that had them all is out of reach
@@ -101,7 +103,7 @@ class Budget:
 
 
 @contextmanager
-def budget(seconds: float = LIVE_BUDGET) -> Iterator[Budget]:
+def budget(seconds: float | None = LIVE_BUDGET) -> Iterator[Budget]:
     """Bound the global stage to ``seconds`` (from now) for the solves inside: the descents stop at the
     deadline, the pseudo-random starts go ``_STARTS_PER_ROUND`` at a time while time remains and go on in
     the next update toward the same target. For live updates only: a bounded solve depends on the clock,
@@ -109,13 +111,23 @@ def budget(seconds: float = LIVE_BUDGET) -> Iterator[Budget]:
     global _deadline, _cut, _seconds
     previous, previous_cut, previous_seconds = _deadline, _cut, _seconds
     # The clock starts when the stage does (`_start_clock`): the solvers before it take what they take.
-    _deadline, _cut, _seconds = math.inf, False, seconds
+    # None: unbounded inside (a frame change), whatever encloses it.
+    _deadline, _cut, _seconds = (None if seconds is None else math.inf), False, seconds or 0.0
     out = Budget()
     try:
         yield out
     finally:
         out.cut = _cut
         _deadline, _cut, _seconds = previous, previous_cut, previous_seconds
+
+
+def forget() -> None:
+    """Drop what budgeted updates remember of their targets (the add-on unregistered, a file loaded)."""
+    _rounds.clear()
+    _tried.clear()
+    _progress.clear()
+    _best.clear()
+    _own_done.clear()
 
 
 def _start_clock() -> None:
@@ -348,35 +360,60 @@ def search(
         than ``frames``: those chains keep ``frames``), their joint positions ``(A, N+1, 3)``, and which
         chains improved ``(A,)``.
     """
-    a = frames.shape[0]
     if _deadline is not None:
-        _start_clock()
-        # Live, within the budget: a target searched in vain for MAX_ROUNDS updates is out of reach.
-        keys = [_key(batch, row) for row in range(a)]
-        rounds = [_rounds.get(key, 0) for key in keys]
-        for key, count in zip(keys, rounds, strict=True):
-            _remember(_rounds, key, count + 1)
-        live = np.array([count < MAX_ROUNDS for count in rounds], dtype=np.bool_)
-        # The own pose descends in a target's first update only: after it, the pose written is where that
-        # descent ended, and the budget goes to the pseudo-random starts.
-        fresh = np.array([count == 0 for count in rounds], dtype=np.bool_)
-        if not live.all():
-            if not live.any():
-                return frames.copy(), frame_positions(batch, frames), np.zeros(a, dtype=np.bool_)
-            found, positions, improved = frames.copy(), frame_positions(batch, frames), np.zeros(a, dtype=np.bool_)
-            rows = np.flatnonzero(live)
-            f, p, imp = _search(batch.take(rows), frames[rows], tolerance, starts, iterations, fresh[rows])
-            found[rows], positions[rows], improved[rows] = f, p, imp
-            return found, positions, improved
-        return _search(batch, frames, tolerance, starts, iterations, fresh)
+        return _budgeted_search(batch, frames, tolerance, starts, iterations)
     return _search(batch, frames, tolerance, starts, iterations)
 
 
-def _search(
-    batch: ChainBatch, frames: F64, tolerance: float, starts: int, iterations: int, fresh: Bools | None = None
+def _budgeted_search(
+    batch: ChainBatch, frames: F64, tolerance: float, starts: int, iterations: int
 ) -> tuple[F64, F64, Bools]:
-    """:func:`search` for chains to search (a budgeted update's out-of-reach chains left out; ``fresh``: the
-    chains whose own pose descends, None for all)."""
+    """:func:`search` within the live budget: each target's search goes on where it stopped, a target out of
+    reach (every start tried, or ``MAX_ROUNDS`` updates) is not searched again and gets the best pose its
+    search found (`_best`), so it is posed alike whenever it comes back; a target reached is forgotten."""
+    _start_clock()
+    a = frames.shape[0]
+    keys = [_key(batch, row) for row in range(a)]
+    rounds = np.array([_rounds.get(key, 0) for key in keys])
+    live = (rounds < MAX_ROUNDS) & np.array([_tried.get(key, 0) < starts for key in keys], dtype=np.bool_)
+    found, positions = frames.copy(), frame_positions(batch, frames)
+    before = norms(positions[:, -1] - batch.targets)
+    rows = np.flatnonzero(live)
+    if rows.size:
+        # The own pose descends in a target's first update only: after it, the pose written is where that
+        # descent ended, and the budget goes to the pseudo-random starts.
+        f, p, _imp = _search(batch.take(rows), frames[rows], tolerance, starts, iterations, [keys[r] for r in rows])
+        found[rows], positions[rows] = f, p
+    for row, key in enumerate(keys):
+        sub = batch.take(np.array([row]))
+        kept = _best.get(key)
+        if kept is not None:
+            k_frames, _refs = chain_frames(sub, kept[None])
+            k_positions = frame_positions(sub, k_frames)
+            if norms(k_positions[:, -1] - sub.targets)[0] < norms(positions[row : row + 1, -1] - sub.targets)[0]:
+                found[row], positions[row] = k_frames[0], k_positions[0]
+        if norms(positions[row : row + 1, -1] - sub.targets)[0] <= tolerance:
+            for memo in (_rounds, _tried, _progress, _best, _own_done):
+                memo.pop(key, None)
+        else:
+            _remember(_rounds, key, int(rounds[row]) + 1)
+            _best[key] = local_rotations(sub, found[row][None])[0]
+            _best.move_to_end(key)
+            while len(_best) > _MEMO_SIZE:
+                _best.popitem(last=False)
+    improved = norms(positions[:, -1] - batch.targets) < before
+    found[~improved] = frames[~improved]
+    positions[~improved] = frame_positions(batch.take(~improved), frames[~improved])
+    return found, positions, improved
+
+
+def _search(
+    batch: ChainBatch, frames: F64, tolerance: float, starts: int, iterations: int, keys: list[bytes] | None = None
+) -> tuple[F64, F64, Bools]:
+    """:func:`search` for chains to search (a budgeted update's out-of-reach chains left out; ``keys``: their
+    targets' keys when budgeted: the own pose descends until a descent of it ends within the budget)."""
+    global _cut
+    fresh = None if keys is None else np.array([key not in _own_done for key in keys], dtype=np.bool_)
     a, n = frames.shape[:2]
     # First from the chain's own pose alone: most chains reach from there (92-97 % of the harsh suite), and
     # a pose found near the solver's keeps a chain continuous from frame to frame and a bake near live
@@ -387,6 +424,7 @@ def _search(
     if deadline is not None:
         # Live: the own pose's descent takes half the time left, the starts (which go on next time) the rest.
         _deadline = time.perf_counter() + 0.5 * max(deadline - time.perf_counter(), 0.0)
+    cut_before, _cut = _cut, False
     try:
         if fresh is None or fresh.all():
             _local, found, positions, best = descend(batch, own, np.arange(a), tolerance, iterations)
@@ -400,6 +438,10 @@ def _search(
                 )
     finally:
         _deadline = deadline
+        own_cut, _cut = _cut, cut_before or _cut
+    if keys is not None and fresh is not None and not own_cut:
+        for key in (k for k, f in zip(keys, fresh.tolist(), strict=True) if f):
+            _remember(_own_done, key, 1)
     short = np.flatnonzero(best > tolerance)
     if short.size and starts and _deadline is not None:
         _budgeted_starts(batch, short, found, positions, best, tolerance, starts, iterations)

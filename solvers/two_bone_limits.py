@@ -146,6 +146,53 @@ def _swivel(chord: F64, bend: F64, psi: F64) -> F64:
     return np.cos(psi)[:, None] * bend + np.sin(psi)[:, None] * cross(chord, bend)
 
 
+AZIMUTH_SAMPLES: Final = 36
+"""Directions tried on the lower bone's fold circle when the chosen plane's fold range falls short."""
+
+
+def _fold_azimuth(c: F64, n: F64, fold: F64, cone: F64) -> F64:
+    """``(K, 3)`` a direction at angle ``fold`` from ``c`` inside ``cone`` (the nearest sampled azimuth to
+    ``n``), NaN rows where no sample is inside."""
+    k = c.shape[0]
+    m = normalize(cross(c, n), n)
+    phi = np.arange(AZIMUTH_SAMPLES) * (2.0 * np.pi / AZIMUTH_SAMPLES)
+    # Nearest the chosen plane first: 0, +step, -step, ...
+    order = np.argsort(np.minimum(phi, 2.0 * np.pi - phi), kind="stable")
+    phi = phi[order]
+    ring = np.cos(phi)[None, :, None] * n[:, None] + np.sin(phi)[None, :, None] * m[:, None]
+    u = np.cos(fold)[:, None, None] * c[:, None] + np.sin(fold)[:, None, None] * ring
+    inside = cone_contains(u.reshape(-1, 3), np.repeat(cone, AZIMUTH_SAMPLES, axis=0), -1e-9)
+    inside = inside.reshape(k, AZIMUTH_SAMPLES)
+    out = np.full((k, 3), np.nan)
+    has = inside.any(axis=1)
+    first = np.argmax(inside, axis=1)
+    out[has] = u[np.flatnonzero(has), first[has]]
+    # A zero-width hinge allows one plane only (through +Y): no sample lies on it, the circle meets it in
+    # closed form, at up to two points.
+    flat_z = (cone[:, 0] <= 0.0) & (cone[:, 1] <= 0.0)
+    flat_x = (cone[:, 2] <= 0.0) & (cone[:, 3] <= 0.0)
+    rows = np.flatnonzero(~has & (flat_z | flat_x))
+    if rows.size:
+        b = np.where(flat_z[rows, None], (1.0, 0.0, 0.0), (0.0, 0.0, 1.0))  # the plane's other axis
+        ca, cb = c[rows, 1], dots(b, c[rows])
+        r = np.hypot(ca, cb)
+        ratio = np.cos(fold[rows]) / np.maximum(r, 1e-300)
+        can = np.abs(ratio) <= 1.0
+        psi0 = np.arctan2(cb, ca)
+        half = np.arccos(np.clip(ratio, -1.0, 1.0))
+        best: F64 = np.full((rows.size, 3), np.nan)
+        score: F64 = np.full(rows.size, -np.inf)
+        for sign in (1.0, -1.0):
+            theta = psi0 + sign * half
+            cand = np.cos(theta)[:, None] * np.array([0.0, 1.0, 0.0]) + np.sin(theta)[:, None] * b
+            ok = can & cone_contains(cand, cone[rows], 1e-9)
+            pref = dots(cand, n[rows])
+            take = ok & (pref > score)
+            best[take], score[take] = cand[take], pref[take]
+        out[rows] = best
+    return out
+
+
 SWIVEL_SAMPLES: Final = 24
 """Swivel angles tried (evenly spaced) when the upper bone's limits refuse the elbow in the pole's plane."""
 SWIVEL_BISECTIONS: Final = 7
@@ -192,12 +239,20 @@ def solve_limited(batch: ChainBatch, chord: F64, bend: F64, distance: F64) -> tu
     # A clamped fold is the limit of every twist only when proven so: toward straight, where the circle's
     # range starts at straight (the reach is the chain's length); toward folded, where it reaches `bound`.
     proven = np.where(fold < low, low <= 0.0, high >= bound - 1e-12)
+    u = np.cos(want)[:, None] * c + np.sin(want)[:, None] * n
+    open_rows = np.flatnonzero(clamped & ~proven)
+    if open_rows.size:
+        # Off the chosen plane the cone may hold the fold the target asks for (a hinge tilted from the
+        # modelled bend, a zero-width one): the circle of that fold about `c`, sampled by azimuth from `n`.
+        found = _fold_azimuth(c[open_rows], n[open_rows], fold[open_rows], lim.cone[open_rows, 1])
+        ok = ~np.isnan(found[:, 0])
+        rows = open_rows[ok]
+        u[rows], want[rows], clamped[rows] = found[ok], fold[rows], False
     reach = np.sqrt(np.maximum(l1 * l1 + l2 * l2 + 2.0 * l1 * l2 * np.cos(want), 0.0))
     # The law of cosines at the reach the clamped fold gives: the tip on the chord, nearest the target.
     safe = np.maximum(reach, 1e-300)
     cos_a = np.clip((l1 * l1 + safe * safe - l2 * l2) / (2.0 * l1 * safe), -1.0, 1.0)
     sin_a = np.sqrt(1.0 - cos_a * cos_a)
-    u = np.cos(want)[:, None] * c + np.sin(want)[:, None] * n
     args = (cos_a, sin_a, reach, u)
     f1, ref0, _elbow, tip, d2 = _upper(batch, chord, bend, *args)
     inside = _upper_inside(batch, f1, ref0)
@@ -206,11 +261,11 @@ def solve_limited(batch: ChainBatch, chord: F64, bend: F64, distance: F64) -> tu
     if not inside.all():
         refused = np.flatnonzero(~inside)
         psi, nearest = _nearest_swivel(batch.take(refused), chord[refused], bend[refused], *(a[refused] for a in args))
-        found = ~np.isnan(psi)
-        rows = refused[found]
+        turned = ~np.isnan(psi)
+        rows = refused[turned]
         if rows.size:
             bend = bend.copy()
-            bend[rows] = _swivel(chord[rows], bend[rows], psi[found])
+            bend[rows] = _swivel(chord[rows], bend[rows], psi[turned])
             f1, ref0, _elbow, tip, d2 = _upper(batch, chord, bend, *args)
         # Out of reach only where the fold is the target's own (not clamped along the chosen plane, where
         # another twist may fold further): then the elbow's circle is the same whatever the twist.
