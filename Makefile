@@ -23,7 +23,7 @@ ZIP := dist/reach_ik-$(VERSION).zip
 RESULTS := .test-results/bpy-$(BPY)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: venv test lint unit blender e2e build demo bench clean
+.PHONY: venv test lint unit blender e2e docs docs-test build demo bench clean
 
 venv: $(STAMP)
 
@@ -48,6 +48,7 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory unit || status=1; \
 	$(MAKE) --no-print-directory blender || status=1; \
 	$(MAKE) --no-print-directory e2e || status=1; \
+	$(MAKE) --no-print-directory docs-test || status=1; \
 	$(PY) tools/summarize_tests.py $(RESULTS) || status=1; \
 	exit $$status
 
@@ -80,6 +81,23 @@ e2e: $(STAMP)
 	@mkdir -p $(RESULTS)
 	$(PY) -m pytest tests/e2e -q -rs -p no:cacheprovider --junitxml=$(RESULTS)/e2e.xml
 
+# Tier 5: the manual built in strict mode (a broken link, a missing image or an unexplained chain message
+# fails), then opened in headless Chromium: every page reached through the navigation, every image loaded, a
+# screenshot of the front page in .test-results/. Debian's chromium is installed when missing and we are root.
+docs-test: $(STAMP)
+	@echo "== tier 5: tests/docs (strict manual build, the site in headless Chromium) =="
+	@mkdir -p $(RESULTS)
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	if test "$$(id -u)" = 0 && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's chromium for the docs tier"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else echo "no chromium, and not root with apt-get to install it: the browser test will say it is skipped"; fi
+	NO_MKDOCS_2_WARNING=1 $(PY) -m pytest tests/docs -q -rs -p no:cacheprovider --junitxml=$(RESULTS)/docs.xml
+
+# The manual, built into site/ (open site/index.html). The troubleshooting page is generated on the way.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
 # The shippable zip, built and validated by Blender's own extension tool (stdlib-only, from the wheel).
 build: $(STAMP)
 	@mkdir -p dist
@@ -97,4 +115,4 @@ bench: $(STAMP)
 	$(PY) bench/render.py
 
 clean:
-	rm -rf dist .test-results .typecheck .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf dist site .test-results .typecheck .mypy_cache .ruff_cache .pytest_cache .hypothesis

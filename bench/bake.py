@@ -13,7 +13,10 @@ refuses CMU's skeleton), against `nla.bake` over Blender's IK on the same skelet
 `--rig spider`: the demo's spider instead, eight 3-bone legs sharing the body (one FABRIK tree for Reach IK,
 whose frames a bake solves in one batch; eight IK constraints for Blender), its legs waving.
 
-    .venv/bin/python bench/bake.py [--frames 250] [--rig character|spider|mocap]
+`--start-from CURRENT`: each frame starts from the previous frame's result, live and baked (the bake then
+solves the frames one after another, `core/sequence.py`); the live pose is played on every frame.
+
+    .venv/bin/python bench/bake.py [--frames 250] [--rig character|spider|mocap] [--start-from REST|CURRENT]
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import numpy as np  # noqa: E402
 from demo import rigs  # noqa: E402
 
 RIG = "character"
+START_FROM = "REST"
 
 
 def _wave_spider(rig: rigs.Rig, t: float, amplitude: float) -> None:
@@ -72,8 +76,11 @@ def sample(rig: rigs.Rig, frames: int) -> tuple[np.ndarray, float]:
     """Tails of every chain bone (world) at 25 frames spread over the range, and the worst tip-target gap."""
     bones = [b for spec in rig.chains for b in _chain_bones(rig, spec)]
     tails, worst = [], 0.0
-    for f in range(1, frames + 1, max(1, frames // 25)):
+    every = max(1, frames // 25)
+    for f in range(1, frames + 1):
         bpy.context.scene.frame_set(f)
+        if (f - 1) % every:
+            continue
         ev = rig.obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
         tails.append([tuple(ev.matrix_world @ ev.pose.bones[b].tail) for b in bones])
         for spec in rig.chains:
@@ -91,7 +98,7 @@ def bake_reach(frames: int) -> tuple[float, float, float, float]:
     # Every frame starts from the rest pose, live and baked alike (the farm setting): with 'CURRENT' the
     # live solve of a frame starts from the frame played before it, the bake from the pose at the start,
     # and redundant chains (spine, tail) land on different, equally valid, solutions.
-    rig.obj.reach_ik.start_from = "REST"
+    rig.obj.reach_ik.start_from = START_FROM
     bpy.context.view_layer.objects.active = rig.obj
     live, _ = sample(rig, frames)
     bpy.context.scene.frame_set(1)
@@ -152,6 +159,7 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=250)
     parser.add_argument("--repeats", type=int, default=3, help="bakes of each kind, alternating (default 3)")
     parser.add_argument("--rig", choices=("character", "spider", "mocap"), default="character")
+    parser.add_argument("--start-from", choices=("REST", "CURRENT"), default="REST")
     args = parser.parse_args()
     if args.rig == "mocap":
         bpy_session.enable_addon()
@@ -160,8 +168,8 @@ def main() -> None:
 
         setup_rig.bake_rows(args.frames, args.repeats)
         bpy_session.finish(0)
-    global RIG
-    RIG = args.rig
+    global RIG, START_FROM
+    RIG, START_FROM = args.rig, args.start_from
     bpy_session.enable_addon()
     ours, ref = [], []
     for _ in range(args.repeats):
@@ -172,7 +180,7 @@ def main() -> None:
     t_again = min(r[3] for r in ours)
     print("seconds, each run: reach", [round(r[0], 4) for r in ours], "nla", [round(r[0], 4) for r in ref])
     what = "character rig (6 chains)" if RIG == "character" else "spider (8 legs sharing the body: one tree)"
-    print(f"bench/bake.py on bpy {bpy.app.version_string}: {what}, {args.frames} frames")
+    print(f"bench/bake.py on bpy {bpy.app.version_string}: {what}, {args.frames} frames, Start From {START_FROM}")
     print(f"best of {args.repeats} bakes each; distances in world units over 25 frames, replayed with IK off")
     print(f"{'':26} {'seconds':>9} {'baked vs live pose':>19} {'tip to target':>14}")
     print(f"{'reach.bake':26} {t_ours:9.4f} {our_diff:19.2e} {our_gap:14.2e}")

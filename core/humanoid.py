@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from .names import read_name
+from .names import is_joint_named, read_name
 
 F64 = NDArray[np.float64]
 
@@ -107,24 +107,35 @@ class NotHumanoid:
 # ---------------------------------------------------------------------------------------------------------
 
 #: (label, markers, whole): a marker is a prefix of a lower-case name, or with `whole` the whole name.
+#: A whole-name convention needs two of its markers: one name alone (`UpperArm_L` in a skeleton whose legs are
+#: `LowerLeg_R`) does not make a skeleton Unreal's.
 CONVENTIONS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
     ("Mixamo", ("mixamorig",), False),
     ("Character Creator", ("cc_base_",), False),
     ("VRM/VRoid", ("j_bip_",), False),
-    ("Unreal mannequin", ("upperarm_l", "calf_l", "spine_01"), True),
-    ("Rigify/Blender .L/.R", ("upper_arm.l", "shin.l", "thigh.l"), True),
-    ("Daz Genesis", ("lshldrbend", "lforearmbend", "lthighbend", "lshldr", "lshin"), True),
+    # Unreal's own words (`upperarm_l` alone is any tool's upper arm).
+    ("Unreal mannequin", ("calf_l", "thigh_l", "spine_01", "clavicle_l", "calf_r", "thigh_r"), True),
+    ("Rigify/Blender .L/.R", ("upper_arm.l", "forearm.l", "shin.l", "thigh.l"), True),
+    ("Daz Genesis", ("lshldrbend", "lforearmbend", "lthighbend", "lshldr", "lshin", "lforearm"), True),
     ("3ds Max Biped", ("bip01", "bip001"), False),
 )
 
+#: The label of joint-named skeletons (`names.is_joint_named`).
+JOINT_NAMED = "CMU/BVH joint"
+#: The label when names give the limbs but follow none of the conventions above.
+GENERIC = "generic"
+
 
 def convention_of(names: tuple[str, ...]) -> str:
-    """Which convention's names a skeleton uses, for the report ('generic names' when none is clear)."""
+    """Which convention's names a skeleton uses, for the report ('generic' when none is clear)."""
     lower = [n.lower() for n in names]
+    if is_joint_named(names):
+        return JOINT_NAMED
     for label, markers, whole in CONVENTIONS:
-        if any((n in markers) if whole else n.startswith(markers) for n in lower):
+        hits = {m for m in markers for n in lower if (n == m if whole else n.startswith(m))}
+        if len(hits) >= (2 if whole else 1):
             return label
-    return "generic names"
+    return GENERIC
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -135,8 +146,9 @@ def convention_of(names: tuple[str, ...]) -> str:
 def _by_names(sk: SkeletonInfo) -> tuple[dict[str, Limb], dict[str, Limb]]:
     """Arms and legs whose bones the names give, each only if the bones hang from each other as a limb."""
     found: dict[tuple[str, str], list[int]] = {}
+    joint_named = is_joint_named(sk.names)
     for i, name in enumerate(sk.names):
-        r = read_name(name)
+        r = read_name(name, joint_named)
         if r.side and r.role:
             found.setdefault((r.role, r.side), []).append(i)
     arms: dict[str, Limb] = {}
@@ -146,7 +158,7 @@ def _by_names(sk: SkeletonInfo) -> tuple[dict[str, Limb], dict[str, Limb]]:
             ("arm", ("upper_arm", "forearm", "hand")),
             ("leg", ("thigh", "shin", "foot")),
         ):
-            limb = _limb_from_roles(sk, found, kind, side, upper_role, lower_role, end_role)
+            limb = _limb_from_roles(sk, found, kind, side, upper_role, lower_role, end_role, joint_named)
             if limb is not None:
                 (arms if kind == "arm" else legs)[side] = limb
     return arms, legs
@@ -160,6 +172,7 @@ def _limb_from_roles(
     upper_role: str,
     lower_role: str,
     end_role: str,
+    joint_named: bool = False,
 ) -> Limb | None:
     for upper in found.get((upper_role, side), []):
         for lower in found.get((lower_role, side), []):
@@ -168,7 +181,10 @@ def _limb_from_roles(
             if upper not in line[1:3]:
                 continue
             upper_seg = tuple(reversed(line[1 : line.index(upper) + 1]))
-            ends = [e for e in found.get((end_role, side), []) if lower in sk.line(e)[1:3]]
+            # The nearest end below (CMU's `LeftWrist` before its child `lhand`: both read as hands).
+            ends = sorted(
+                (e for e in found.get((end_role, side), []) if lower in sk.line(e)[1:3]), key=lambda e: len(sk.line(e))
+            )
             if ends:
                 end = ends[0]
                 lower_seg = tuple(reversed(sk.line(end)[1 : sk.line(end).index(lower) + 1]))
@@ -177,7 +193,7 @@ def _limb_from_roles(
             clavicle = -1
             if kind == "arm":
                 above = sk.parent[upper_seg[0]]
-                if above >= 0 and read_name(sk.names[above]).role == "clavicle":
+                if above >= 0 and read_name(sk.names[above], joint_named).role == "clavicle":
                     clavicle = above
             return Limb(kind, side, upper_seg, lower_seg, end, clavicle)
     return None
@@ -205,36 +221,62 @@ def _main_path(sk: SkeletonInfo, b: int) -> list[int]:
         path.append(max(kids, key=height))
 
 
-def _signature(sk: SkeletonInfo, b: int) -> tuple[object, ...]:
-    """The shape of `b`'s subtree (bone lengths rounded to 2 %), equal for mirrored branches."""
-    scale = max(float(sk.length.max()), 1e-9)
-    kids = sorted(_signature(sk, c) for c in sk.children(b))
-    return (round(float(sk.length[b]) / scale * 50.0), tuple(kids))
+#: How much mirrored bones may differ in length: a real actor's left and right limbs differ by a few per
+#: cent (CMU subject 131: up to 9 % on a foot), and a mocap end stub by its whole length next to the longest.
+MIRROR_LENGTH_TOLERANCE = 0.15
+MIRROR_STUB = 0.03  # of the skeleton's longest bone
+
+
+def _alike(sk: SkeletonInfo, a: int, b: int, scale: float) -> bool:
+    """Whether the subtrees at `a` and `b` have one shape, bone lengths equal within the tolerances."""
+    la, lb = float(sk.length[a]), float(sk.length[b])
+    if abs(la - lb) > MIRROR_LENGTH_TOLERANCE * max(la, lb) + MIRROR_STUB * scale:
+        return False
+    ka, kb = sk.children(a), sk.children(b)
+    if len(ka) != len(kb):
+        return False
+    # Children paired by the size of their subtrees, then their length (siblings rarely tie on both).
+    order = [sorted(kids, key=lambda c: (len(_subtree(sk, c)), float(sk.length[c]))) for kids in (ka, kb)]
+    return all(_alike(sk, x, y, scale) for x, y in zip(order[0], order[1], strict=True))
 
 
 def _mirrored_pairs(sk: SkeletonInfo) -> list[tuple[int, int]]:
-    """Sibling bones whose subtrees have one shape and whose heads lie apart (a left and a right)."""
+    """Sibling bones whose subtrees have one shape and whose heads lie apart (a left and a right).
+
+    A side's branch may hang from a bone of its own at the body (CMU's `LHipJoint` and `RHipJoint`, starting
+    at the hips' head): such siblings whose heads meet are compared too, when their tails lie apart."""
     scale = max(float(sk.length.max()), 1e-9)
     pairs = []
     for p in sorted(set(sk.parent)):
         kids = sk.children(p)
         for ai, a in enumerate(kids):
             for b in kids[ai + 1 :]:
-                if np.linalg.norm(sk.head[a] - sk.head[b]) < 0.05 * scale:
+                apart = float(np.linalg.norm(sk.head[a] - sk.head[b]))
+                if apart < 0.05 * scale and float(np.linalg.norm(sk.tail[a] - sk.tail[b])) < 0.05 * scale:
                     continue
-                if _signature(sk, a) == _signature(sk, b) and len(_main_path(sk, a)) >= 3:
+                if len(_main_path(sk, a)) >= 3 and _alike(sk, a, b, scale):
                     pairs.append((a, b))
     return pairs
 
 
-def _limb_on_path(sk: SkeletonInfo, kind: str, side: str, path: list[int]) -> Limb:
-    """The two longest consecutive bones of a branch's main path are the limb (a clavicle above them)."""
-    lengths = sk.length
-    best = max(range(len(path) - 1), key=lambda i: lengths[path[i]] + lengths[path[i + 1]])
+def _limb_on_path(sk: SkeletonInfo, kind: str, side: str, path: list[int], best: int) -> Limb:
+    """Bones `best` and `best + 1` of a branch's main path are the limb (a clavicle above them)."""
     upper, lower = path[best], path[best + 1]
     end = path[best + 2] if best + 2 < len(path) else -1
     clavicle = path[best - 1] if kind == "arm" and best > 0 else -1
     return Limb(kind, side, (upper,), (lower,), end, clavicle)
+
+
+def _limb_start(sk: SkeletonInfo, left: list[int], right: list[int]) -> int:
+    """Where both sides' limbs start on their main paths: the two longest consecutive bones of the two sides
+    together (one place for both, so a collar a little longer on one side does not shift that side's arm)."""
+    n = min(len(left), len(right))
+    return max(
+        range(n - 1),
+        key=lambda i: float(
+            sk.length[left[i]] + sk.length[left[i + 1]] + sk.length[right[i]] + sk.length[right[i + 1]]
+        ),
+    )
 
 
 def _by_topology(sk: SkeletonInfo) -> tuple[dict[str, Limb], dict[str, Limb]] | str:
@@ -260,13 +302,13 @@ def _by_topology(sk: SkeletonInfo) -> tuple[dict[str, Limb], dict[str, Limb]] | 
     # The side: which of the two is left is a convention (+X is the character's left in Blender's metarigs).
     out: list[dict[str, Limb]] = []
     for kind, (a, b) in (("arm", arms_pair), ("leg", legs_pair)):
-        left, right = (a, b) if sk.head[a][0] >= sk.head[b][0] else (b, a)
-        out.append(
-            {
-                "L": _limb_on_path(sk, kind, "L", _main_path(sk, left)),
-                "R": _limb_on_path(sk, kind, "R", _main_path(sk, right)),
-            }
-        )
+        # Heads may meet (CMU's hip joints start at the hips' head): the whole branch's side decides.
+        centre_a = np.mean(sk.tail[_subtree(sk, a)], axis=0)
+        centre_b = np.mean(sk.tail[_subtree(sk, b)], axis=0)
+        left, right = (a, b) if centre_a[0] >= centre_b[0] else (b, a)
+        lpath, rpath = _main_path(sk, left), _main_path(sk, right)
+        best = _limb_start(sk, lpath, rpath)
+        out.append({"L": _limb_on_path(sk, kind, "L", lpath, best), "R": _limb_on_path(sk, kind, "R", rpath, best)})
     return out[0], out[1]
 
 

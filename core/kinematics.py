@@ -147,6 +147,9 @@ class Work:
     held_y: F64 | None = None  # (F, B) the Y scale channels as read (a 'Rest' start takes them as 1 above)
     rescaled: set[int] = field(default_factory=set)  # solved bones whose scale the solve changed (stretch)
     scale_out: dict[int, F64] = field(default_factory=dict)  # carrier bone -> (F,) Y scale channel to write
+    # Bones of owned chains that hold a stretch of ours without carrying their chain's stretch now (a chain
+    # lengthened as its Stretch went back to 1): divided out with their carrier's, and put back to 1.
+    loose: set[int] = field(default_factory=set)
 
     def tails(self, bones: Sequence[int]) -> F64:
         """(F, len(bones), 3) tail positions."""
@@ -311,9 +314,10 @@ def chain_arrays(work: Work, rows: list[list[int]], ends: list[int] | None = Non
     return positions, frames, offsets, ref_local, base
 
 
-def apply_preset(work: Work, preset: dict[int, F64]) -> None:
+def apply_preset(work: Work, preset: dict[int, F64], scale_y: dict[int, F64] | None = None) -> None:
     """Give bones the basis rotations `preset` (bone -> (F,3,3)) in the working pose, parents first, each
-    keeping its head's offset from its parent; the bones below follow (`Work.propagate`)."""
+    keeping its head's offset from its parent; the bones below follow (`Work.propagate`). `scale_y`: bone ->
+    (F,) factor its Y scale changed by (a stretch given back): the bones below follow that too."""
     sk = work.sk
     f = work.matrices.shape[0]
     bones = sorted(preset, key=lambda b: (int(sk.depth[b]), b))
@@ -329,5 +333,8 @@ def apply_preset(work: Work, preset: dict[int, F64]) -> None:
             old_p = before[p] if p in before else (work.rot0[:, p], work.original[:, p, :3, 3])
             offset = np.einsum("fji,fj->fi", old_p[0], before[b][1] - old_p[1])
             head = work.heads()[:, p] + np.einsum("fij,fj->fi", p_rot, offset)
+        if scale_y and b in scale_y:
+            work.scale[:, b, 1] *= scale_y[b]
+            work.rescaled.add(b)
         work.set_bones([b], rot[:, None], head[:, None])
     work.propagate()

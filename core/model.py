@@ -209,6 +209,8 @@ class Inputs:
     # Chains with Stretch 1 whose bones still hold a stretch this session wrote: it is divided out, and their
     # Y scale goes back to 1 (the rig layer knows what it wrote).
     release: set[int] = field(default_factory=set)
+    # Bones of those chains holding such a stretch that are not their chain's carriers (`Work.loose`).
+    release_bones: set[int] = field(default_factory=set)
     # IK <-> FK: chain index -> (F,) Influence of the chains below 1 in some frame (absent: 1, pure IK), and
     # bone index -> (F,3,3) the FK basis rotation (the rig layer's FK pose, `rig/fk.py`) of their bones.
     influence: dict[int, F64] = field(default_factory=dict)
@@ -217,6 +219,8 @@ class Inputs:
     # bone index -> (F,3,3) basis rotations the rig layer has just set (the FK pose given back to bones no
     # chain drives any more): the working pose takes them, and the bones below follow, before solving.
     preset: dict[int, F64] = field(default_factory=dict)
+    # bone index -> (F,) how many times its Y scale channel changed with its preset (a stretch given back).
+    preset_scale: dict[int, F64] = field(default_factory=dict)
 
 
 @dataclass

@@ -13,7 +13,7 @@ Nothing here imports bpy; `tests/unit/test_humanoid.py` reads name lists of ever
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 #: Prefixes dropped before a name is read (lower case, tried in order, repeatedly).
@@ -91,7 +91,35 @@ ROLES: dict[str, str] = {
     "head": "head",
     "neck": "neck",
     "necktwist": "neck",
+    # Spine words that name no limb: CMU `lowerback`, `upperback`, `Chest`, `Chest2`, `lowerneck`, `upperneck`;
+    # read so a report can name them, never used to find limbs.
+    "lowerback": "spine",
+    "upperback": "spine",
+    "spine": "spine",
+    "chest": "chest",
+    "lowerneck": "neck",
+    "upperneck": "neck",
 }
+
+#: Joint-named skeletons (CMU's BVH files, and BVH exports that keep their joint names) name each bone after
+#: the joint at its head: `LeftHip` is the thigh (it runs from the hip joint to the knee), `LeftKnee` the shin,
+#: `LeftAnkle` the foot, `LeftShoulder` the upper arm, `LeftElbow` the forearm, `LeftWrist` the hand and
+#: `LeftCollar` the clavicle. Source: the CMU Graphics Lab Motion Capture Database's BVH conversions (the
+#: "3ds Max friendly" and Bruce Hahne's), the names as Blender's BVH importer keeps them.
+JOINT_ROLES: dict[str, str] = {
+    "collar": "clavicle",
+    "clavicle": "clavicle",
+    "shoulder": "upper_arm",
+    "elbow": "forearm",
+    "wrist": "hand",
+    "hip": "thigh",
+    "knee": "shin",
+    "ankle": "foot",
+}
+
+#: Cores that only a joint-named skeleton gives a side: a skeleton with a left and a right of two of them is
+#: read with `JOINT_ROLES` (no convention that names bones calls one `LeftKnee`).
+JOINT_MARKERS = frozenset({"knee", "elbow", "wrist", "ankle"})
 
 LIMB_ROLES = ("clavicle", "upper_arm", "forearm", "hand", "thigh", "shin", "foot")
 CENTRE_ROLES = ("hips", "head", "neck")
@@ -127,21 +155,38 @@ def core_of(text: str) -> str:
     return _TRAILING_DIGITS.sub("", _SEPARATORS.sub("", text))
 
 
-def read_name(name: str) -> NameReading:
-    """Side, core and role of one bone name, by the conventions above (case and prefixes do not matter)."""
+def read_name(name: str, joint_named: bool = False) -> NameReading:
+    """Side, core and role of one bone name, by the conventions above (case and prefixes do not matter).
+
+    `joint_named`: the skeleton names bones after the joint at their head (`is_joint_named`), so a sided
+    joint word takes its `JOINT_ROLES` role (`LeftHip` is a thigh, not the hips).
+    """
     bare = strip_prefixes(name.lower())
     for pattern, strict in SIDE_PATTERNS:
         m = pattern.match(bare)
         if m is None:
             continue
         core = core_of(m.group("core"))
-        if strict and core not in ROLES:
+        if strict and core not in ROLES and not (joint_named and core in JOINT_ROLES):
             continue
         side = m.group("side")
         side = "L" if side in {"l", "left"} else "R" if side in {"r", "right"} else ""
+        if joint_named and side in {"L", "R"} and core in JOINT_ROLES:
+            return NameReading(side, core, JOINT_ROLES[core])
         return NameReading(side, core, ROLES.get(core, ""))
     core = core_of(bare)
     return NameReading("", core, ROLES.get(core, ""))
+
+
+def is_joint_named(names: Iterable[str]) -> bool:
+    """Whether a skeleton's names are joint names (CMU/BVH): a left and a right of two `JOINT_MARKERS`."""
+    seen: set[tuple[str, str]] = set()
+    for name in names:
+        r = read_name(name, joint_named=True)
+        if r.side in {"L", "R"} and r.core in JOINT_MARKERS:
+            seen.add((r.side, r.core))
+    both = {core for side, core in seen if (("R" if side == "L" else "L"), core) in seen}
+    return len(both) >= 2
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -182,6 +182,8 @@ def solve(
     limited = soft_checked_groups(limit_checked_groups(snap, report), inputs, report)
     owned = owned_stretch(limited, inputs)
     unit_y = list(dict.fromkeys(b for carriers in owned.values() for b in carriers))
+    loose = {b for b in inputs.release_bones if b not in unit_y}
+    unit_y += sorted(loose)
     if inputs.static and f > 1:
         # The same start in every frame: work it out for one frame and repeat it.
         first = replace(
@@ -201,6 +203,7 @@ def solve(
     work = Work(sk=sk, original=pose, matrices=pose.copy(), rot=rot, rot0=rot.copy(), scale=sc, lengths=lengths)
     if owned:
         work.owned = owned
+        work.loose = loose
         if inputs.scale is not None:
             # The stretch a previous solve left in the carriers' Y scale (a 'Rest' start takes it as 1).
             channel_y = np.broadcast_to(inputs.scale[..., 1], (f, len(sk.names))).copy()
@@ -209,7 +212,7 @@ def solve(
                 channel_y[:, unit_y] = 1.0
             work.channel_y = channel_y
     if inputs.preset:
-        apply_preset(work, inputs.preset)
+        apply_preset(work, inputs.preset, inputs.preset_scale)
     groups = usable_groups(snap, limited, inputs, sc, report, channels)
     kept = {id(g) for g in groups}
     dropped = [g for g in limited if id(g) not in kept]

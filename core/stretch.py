@@ -89,7 +89,7 @@ def stretch_chains(
         if carriers is not None:
             owned[j] = True
             if work.channel_y is not None:
-                divisors[:, j] = work.channel_y[:, carriers]
+                divisors[:, j] = divisors_of(work, c.bones[: len(carriers)], carriers)  # a single chain's rows
     off[..., 1] /= divisors
     root = positions.reshape(f, k, n + 1, 3)[:, :, 0]
     distance = np.linalg.norm(aims - root, axis=-1)
@@ -109,6 +109,21 @@ def stretch_chains(
     return pos.reshape(f * k, n + 1, 3), stretched.reshape(f * k, n, 3), rho.reshape(f * k), factors, divisors
 
 
+def divisors_of(work: Work, rows: Sequence[int], carriers: list[int]) -> F64:
+    """(F, len(carriers)) each row's previous stretch: its carrier's Y scale channel, times the channels of
+    the loose bones (`Work.loose`) between that carrier and the row, which it inherits as well."""
+    assert work.channel_y is not None
+    out = np.array(work.channel_y[:, carriers])
+    if work.loose:
+        rows = list(rows)
+        for r, carrier in enumerate(carriers):
+            start = rows.index(carrier) + 1 if carrier in rows else 0
+            for b in rows[start : r + 1]:
+                if b in work.loose:
+                    out[:, r] *= work.channel_y[:, b]
+    return out
+
+
 def rescale(work: Work, chains: Sequence[ChainPlan], rows: list[list[int]], factors: F64, divisors: F64) -> None:
     """Give the bones of stretching chains their new Y scale in the working pose and note what to write:
     the carriers' Y scale channel, for chains that stretch in some frame or held a stretch to undo."""
@@ -125,3 +140,6 @@ def rescale(work: Work, chains: Sequence[ChainPlan], rows: list[list[int]], fact
         if (factors[:, j] != 1.0).any() or (held != 1.0).any():
             for b in dict.fromkeys(carriers):
                 work.scale_out[b] = factors[:, j].copy()
+        for b in rows[j]:
+            if b in work.loose and b not in carriers:
+                work.scale_out[b] = np.ones(factors.shape[0])

@@ -33,7 +33,7 @@ from .checks import cached_limits
 from .kinematics import Space, Work, chain_arrays
 from .messages import chain_outcome
 from .model import F64, ChainPlan, Group, Inputs, RigReport, Snapshot
-from .stretch import chain_settings, factor_for, length_ratio, rescale
+from .stretch import chain_settings, divisors_of, factor_for, length_ratio, rescale
 
 # A tolerance no solve reaches: with it the iterative solvers run exactly to their iteration cap (or a stall).
 _EXHAUST = 1e-12
@@ -96,7 +96,7 @@ def _stretch_branch(
     f = offsets.shape[0]
     k = len(chain_rows) - len(rows)  # the branch's first row
     off = offsets.copy()
-    divisors = np.ones((f, len(rows))) if work.channel_y is None else work.channel_y[:, carriers]
+    divisors = np.ones((f, len(rows))) if work.channel_y is None else divisors_of(work, rows, carriers)
     off[:, k:, 1] /= divisors  # the branch at its natural length (a previous stretch divided out)
     natural = norms(off).sum(axis=1)
     shared = norms(off[:, :k]).sum(axis=1)

@@ -32,7 +32,7 @@ import bpy_session  # noqa: E402  (sets a temporary BLENDER_USER_RESOURCES befor
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
-from demo import character, rigs  # noqa: E402
+from demo import character, mocap, rigs  # noqa: E402
 
 FRAMES = 120
 TOLERANCE = 1e-3
@@ -402,6 +402,7 @@ def main() -> int:
     gui = gui_screenshot(blend, OUT / "reach_ik_demo_gui.png")
     print(f"GUI screenshot: {gui}")
     missed_total += character_demo()
+    missed_total += mocap.run(OUT, bpy_session.submodule)
     if missed_total:
         print(f"FAILED: {missed_total} reachable target frame(s) missed by more than {TOLERANCE}")
         return 1

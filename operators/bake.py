@@ -100,8 +100,9 @@ class REACH_OT_bake(Operator):
             if not background:
                 wm.progress_end()
         worst = max((c.max_residual for c in result.chains), default=0.0)
+        missed = any(c.frames_missed for c in result.chains)
         self.report(
-            {"INFO"},
+            {"WARNING"} if missed else {"INFO"},
             f"Reach IK: baked {len(result.chains)} chain(s) over {len(result.frames)} frames "
             f"({result.keys_written} keys, {result.seconds:.2f} s, worst residual {worst:.3g})",
         )

@@ -14,7 +14,7 @@ from bpy.types import Context, Object, Operator, PoseBone
 from mathutils import Matrix, Vector
 
 from ..core.presets import PRESET_ITEMS, preset_values
-from ..rig import cache
+from ..rig import cache, ikfk_follow
 from ..rig.character import collection_for, new_bones, unique_name
 from ..rig.compat import classes_factory, is_bone_selected
 from ..rig.props import ReachBoneLimits, ReachChain, ReachRigSettings, bone_limits, rig_settings
@@ -294,6 +294,13 @@ class REACH_OT_chain_remove(Operator):
         "(never objects you picked yourself, nor ones another chain still uses)",
         default=True,
     )
+    remove_follow: BoolProperty(
+        name="Remove Follow Constraint",
+        description="Also remove the 'Reach IK: follow control' constraint Set Up Character gave the chain's hand "
+        "or foot (the hand then shows its own rotation, as the chain's bones show their FK pose); off, the "
+        "constraint stays, no longer driven by the chain's Influence",
+        default=True,
+    )
 
     @classmethod
     def poll(cls, context: Context) -> bool:
@@ -323,7 +330,20 @@ class REACH_OT_chain_remove(Operator):
             for ob, created in ((ch.target, ch.created_target), (ch.pole, ch.created_pole)):
                 if ob is not None and created and ob.type == "EMPTY" and not _uses(settings, ob, skip=ch):
                     doomed.append(ob)
+        # The hand's follow constraint is driven by this chain's Influence, by the chain's name: the driver
+        # would point at nothing. Another chain with the same tip keeps it.
+        follower = ikfk_follow.owned(obj, i)
+        if follower and any(c.tip_bone == ch.tip_bone for k, c in enumerate(settings.chains) if k != i):
+            follower = ""
         settings.chains.remove(i)
+        followed = ""
+        if follower:
+            ikfk_follow.undrive(obj, follower)
+            pb = obj.pose.bones[follower]
+            if self.remove_follow:
+                pb.constraints.remove(pb.constraints[ikfk_follow.FOLLOW_CONSTRAINT])
+                followed = f" and the follow constraint of '{follower}'"
+                ikfk_follow.forget_muted(pb)
         settings.active_chain_index = min(i, max(len(settings.chains) - 1, 0))
         # The next update gives the chain's bones their FK pose back (rig/fk.py): removing an item of a
         # collection tags nothing by itself.
@@ -333,7 +353,7 @@ class REACH_OT_chain_remove(Operator):
         for ob in doomed:
             bpy.data.objects.remove(ob)
         note = f" and deleted {', '.join(repr(n) for n in deleted)}" if deleted else ""
-        self.report({"INFO"}, f"Reach IK: removed chain '{name}'{note}")
+        self.report({"INFO"}, f"Reach IK: removed chain '{name}'{followed}{note}")
         return {"FINISHED"}
 
 

@@ -44,10 +44,22 @@ class REACH_OT_fix_chain(Operator):
             why = f"its message is: {ch.message}" if not ch.is_valid and ch.message else "it is not refused for one"
             self.report({"ERROR"}, f"Reach IK: chain '{name}' has no bone setting Reach IK can fix ({why})")
             return {"CANCELLED"}
+        before = fixes.refused(obj)
         try:
-            fixes.apply(obj, refusal.fix)
+            undo = fixes.apply(obj, refusal.fix)
         except (KeyError, AttributeError, TypeError) as exc:
             self.report({"ERROR"}, f"Reach IK: could not fix chain '{name}': {exc}")
+            return {"CANCELLED"}
+        # A fix never makes another chain invalid: if it would, it is taken back and the operator says why.
+        broken = {j: msg for j, msg in fixes.refused(obj).items() if j != i and j not in before}
+        if broken:
+            fixes.apply(obj, undo)
+            j, msg = next(iter(sorted(broken.items())))
+            self.report(
+                {"ERROR"},
+                f"Reach IK: fixing chain '{name}' ({fixes.label(refusal.fix)}) would refuse chain "
+                f"'{fixes.chain_name(obj, j)}' ({msg}); nothing was changed",
+            )
             return {"CANCELLED"}
         left = fixes.find(obj, i)
         done = fixes.label(refusal.fix)

@@ -6,10 +6,11 @@ chains with a message, changing nothing; and is one undo step. Key, when not giv
 
 from __future__ import annotations
 
-from bpy.props import BoolProperty, EnumProperty
+import bpy
+from bpy.props import BoolProperty, EnumProperty, IntProperty
 from bpy.types import Context, Object, Operator
 
-from ..rig import ikfk
+from ..rig import ikfk, snap_range
 from ..rig.compat import classes_factory
 from .chains import _armature, _poll_armature
 
@@ -73,10 +74,33 @@ class REACH_OT_snap_to_pose(_IkFkOperator):
     bl_idname = "reach.snap_to_pose"
     bl_label = "Snap IK to Pose"
 
+    use_range: BoolProperty(
+        name="Frame Range",
+        description=(
+            "Snap on every frame of a range and key the targets and poles there, so the IK reproduces the "
+            "animation (edit a motion-capture clip with its IK controls)"
+        ),
+        default=False,
+        options={"SKIP_SAVE"},
+    )
+    frame_start: IntProperty(name="Start", description="First frame (default: the scene's)", options={"SKIP_SAVE"})
+    frame_end: IntProperty(name="End", description="Last frame (default: the scene's)", options={"SKIP_SAVE"})
+
     def done(self) -> str:
+        if self.use_range:
+            return f"snapped and keyed the targets and poles on frames {self.frame_start}-{self.frame_end}"
         return "snapped the targets and poles to the pose"
 
     def run(self, obj: Object) -> ikfk.Outcome:
+        if self.use_range:
+            scene = bpy.context.scene
+            if scene is not None:
+                if not self.properties.is_property_set("frame_start"):
+                    self.frame_start = scene.frame_start
+                if not self.properties.is_property_set("frame_end"):
+                    self.frame_end = scene.frame_end
+            self.key = True  # a range snap is its keys
+            return snap_range.snap_range(obj, self.chains, self.frame_start, self.frame_end)
         return ikfk.snap(obj, self.chains, self.key)
 
 

@@ -8,14 +8,18 @@ previous run made. Symmetrize copies limits and chains to the other side by the 
 
 from __future__ import annotations
 
-from bpy.props import BoolProperty, EnumProperty
-from bpy.types import Context, Operator
+import math
 
-from ..core.character import ChainSpec, SetupOptions, plan
+import numpy as np
+from bpy.props import BoolProperty, EnumProperty, FloatProperty
+from bpy.types import Context, Object, Operator
+
+from ..core.character import ChainSpec, SetupOptions, SetupPlan, plan
 from ..core.humanoid import Humanoid, recognise
-from ..rig.character import apply_plan, read_skeleton
+from ..rig.character import SkeletonRead, apply_plan, read_motion, read_skeleton
 from ..rig.compat import classes_factory
 from ..rig.props import rig_settings
+from ..rig.solve import prepare, read_inputs, solve_inputs
 from .chains import _armature, _poll_armature
 
 
@@ -58,6 +62,22 @@ class REACH_OT_auto_setup(Operator):
         description="Hinges on elbows and knees (bending as modelled), cones on shoulders, hips and spine",
         default=True,
     )
+    fit_animation: BoolProperty(
+        name="Fit Limits to Animation",
+        description=(
+            "When the armature has an action, widen each joint's limits to hold every frame of it (with the "
+            "margin), so the motion is always inside its limits"
+        ),
+        default=True,
+    )
+    margin: FloatProperty(
+        name="Margin",
+        description="Room left beyond the animation's rotations when limits are fitted to it",
+        subtype="ANGLE",
+        default=math.radians(5.0),
+        min=0.0,
+        max=math.radians(45.0),
+    )
 
     @classmethod
     def poll(cls, context: Context) -> bool:
@@ -73,8 +93,18 @@ class REACH_OT_auto_setup(Operator):
         if not isinstance(found, Humanoid):
             self.report({"ERROR"}, f"Reach IK: '{obj.name}' is {found.why}; nothing was changed")
             return {"CANCELLED"}
-        options = SetupOptions(neck=self.neck, fingers=self.fingers, limits=self.limits, end_follow=self.end_follow)
-        the_plan = plan(found, sk.info.names, sk.info.parent, sk.rest, sk.length, sk.pose, options)
+        motion = read_motion(obj, sk.info.names) if self.limits and self.fit_animation else None
+        options = SetupOptions(
+            neck=self.neck,
+            fingers=self.fingers,
+            limits=self.limits,
+            end_follow=self.end_follow,
+            fit_animation=motion is not None,
+            margin=self.margin,
+        )
+        the_plan = plan(
+            found, sk.info.names, sk.info.parent, sk.rest, sk.length, sk.pose, options, motion[0] if motion else None
+        )
         settings = rig_settings(obj)
         taken = {ch.tip_bone for ch in settings.chains}
         new = [c for c in the_plan.chains if sk.info.names[c.tip] not in taken]
@@ -90,12 +120,40 @@ class REACH_OT_auto_setup(Operator):
             parent = sk.info.names[found.root]
         elif self.parent == "HIPS":
             parent = sk.info.names[found.hips]
-        made, kept = apply_plan(context, obj, sk, the_plan, new, self.controls, parent)
+        problem = _setup_problem(obj, sk, parent)
+        if problem is not None:
+            self.report({"ERROR"}, f"Reach IK: {problem}; nothing was changed")
+            return {"CANCELLED"}
+        try:
+            made, kept = apply_plan(context, obj, sk, the_plan, new, self.controls, parent)
+        except Exception as exc:  # apply_plan took back all it made: say so rather than leave a traceback
+            self.report({"ERROR"}, f"Reach IK: setting up '{obj.name}' failed ({exc}); nothing was changed")
+            return {"CANCELLED"}
         text = summary(obj.name, found, the_plan.chains, new, options, len(made))
         if kept:
             text += f"; kept the joint limits {kept} bone(s) already had"
-        self.report({"INFO"}, "Reach IK: " + text)
+        text += limits_summary(the_plan, new, sk.info.names, sk.info.parent, motion)
+        missed = _missed(context, obj, made)
+        if missed:
+            self.report({"WARNING"}, "Reach IK: " + text + "; " + missed)
+        else:
+            self.report({"INFO"}, "Reach IK: " + text)
         return {"FINISHED"}
+
+
+def _setup_problem(obj: Object, sk: SkeletonRead, parent: str) -> str | None:
+    """Why the controls cannot be placed: they hang from a bone (or an armature) scaled to zero, which has no
+    inverse to place them under."""
+    if abs(np.linalg.det(np.array(obj.matrix_world.to_3x3(), dtype=np.float64))) < 1e-30:
+        return f"'{obj.name}' is scaled to zero: give it a scale so controls can be placed in it"
+    if parent:
+        m = sk.pose[sk.info.names.index(parent)][:3, :3]
+        if abs(np.linalg.det(m)) < 1e-30:
+            return (
+                f"bone '{parent}' (the controls' parent) is scaled to zero in the pose, so nothing can be placed "
+                "under it: reset its scale (Alt S) or parent the controls to something else"
+            )
+    return None
 
 
 def summary(
@@ -120,6 +178,69 @@ def summary(
         text += f" ({skipped} already there, kept)"
     if missing:
         text += "; not found: " + ", ".join(missing)
+    return text
+
+
+def _missed(context: Context, obj: Object, made: list[str]) -> str:
+    """What the chains just made would miss by, solved now as live solving would (nothing written): '' when
+    every tip lands on its control. A set-up should change nothing, so a miss is news."""
+    settings = rig_settings(obj)
+    if context.view_layer is None:
+        return ""
+    context.view_layer.update()  # the new controls evaluated where they were put
+    indices = {i for i, ch in enumerate(settings.chains) if ch.name in made and ch.enabled}
+    report, sk, the_plan = prepare(obj, indices)
+    if sk is None or the_plan is None:
+        return ""
+    solve_inputs(obj, sk, the_plan, read_inputs(obj, the_plan), report)
+    tol = float(settings.tolerance)
+    out = []
+    for i in sorted(indices):
+        o = report.outcomes.get(i)
+        if o is not None and (not o.valid or o.residual > tol * (1.0 + 1e-6)):
+            out.append(f"chain '{settings.chains[i].name}' misses its control by {o.residual:.3g} ({o.message})")
+    return "; ".join(out)
+
+
+def _deg(radians: float) -> str:
+    return f"{math.degrees(radians):.1f}°"
+
+
+def limits_summary(
+    the_plan: SetupPlan,
+    new: list[ChainSpec],
+    names: tuple[str, ...],
+    parents: tuple[int, ...],
+    motion: tuple[object, str] | None,
+) -> str:
+    """What the report says of the limits: fitted to an animation, widened for the pose, left out (and why),
+    for the bones of the chains made now."""
+    ours: set[int] = set()
+    for spec in new:
+        b = spec.tip
+        for _ in range(spec.length):
+            ours.add(b)
+            b = parents[b]
+    text = ""
+    if motion is not None:
+        frames = len(motion[0])  # type: ignore[arg-type]
+        fitted = [b for b in the_plan.fitted if b in ours]
+        text += f"; limits fitted to the {frames} frames of action '{motion[1]}' ({len(fitted)} bone(s) widened)"
+    # Growths below a twentieth of a degree are rounding (the pose on the limit's edge): widened, not news.
+    widened = [(b, w) for b, w in the_plan.widened.items() if b in ours and w.most > math.radians(0.05)]
+    if widened:
+        parts = []
+        for b, w in sorted(widened, key=lambda bw: -bw[1].most):
+            what = []
+            if w.cone > math.radians(0.05):
+                what.append(f"cone +{_deg(w.cone)}")
+            if w.twist > math.radians(0.05):
+                what.append(f"twist +{_deg(w.twist)}")
+            parts.append(f"{names[b]} {' '.join(what)}")
+        text += "; widened limits to hold the current pose: " + ", ".join(parts)
+    unlimited = [(b, why) for b, why in the_plan.unlimited.items() if b in ours]
+    if unlimited:
+        text += "; no limit on " + ", ".join(f"{names[b]} ({why})" for b, why in unlimited)
     return text
 
 

@@ -160,10 +160,14 @@ class REACH_OT_symmetrize(Operator):
             if ob.type == "ARMATURE" and bone:
                 arm = armature_data(ob)
                 other = mirror_name(bone, arm.bones.__contains__)
-                if not other and ob == rig:
+                if not other and ob == rig and bone in arm.bones:
                     other = mirror_name(bone) or f"{bone}.mirror"
                     _mirror_bone(context, rig, bone, other)
                     setattr(dst, f"created_{role}_bone", True)
+                elif not other:
+                    # The source's control bone is gone (deleted): nothing to mirror it from. The copy names the
+                    # bone that would mirror it, and says it is missing, as the source chain does.
+                    other = mirror_name(bone) or bone
                 setattr(dst, role, ob)
                 setattr(dst, f"{role}_bone", other or bone)
             else:

@@ -5,7 +5,7 @@ Operators and panels call into this package; nothing in `solvers/` knows Blender
 
 from __future__ import annotations
 
-from . import live, props, render
+from . import follow, live, props, render
 
 
 def register() -> None:
@@ -17,4 +17,5 @@ def register() -> None:
 def unregister() -> None:
     render.unregister()
     live.unregister()
+    follow.cancel()  # a re-solve scheduled by live solving (rig/follow.py)
     props.unregister()

@@ -18,7 +18,8 @@ from numpy.typing import NDArray
 
 from ..core import convert
 from ..core.model import Plan
-from . import anim, armature, cache, fastread, fk, live
+from ..core.sequence import solve_in_order
+from . import anim, armature, bake_order, cache, fastread, fk, live
 from .chains import ChainChoiceError, choose_chains
 from .props import rig_settings
 from .solve import (
@@ -31,6 +32,7 @@ from .solve import (
     stack_inputs,
     stretch_release,
 )
+from .solve import snapshot as rig_snapshot
 
 F64 = NDArray[np.float64]
 Progress = Callable[[float, str], None]
@@ -62,6 +64,8 @@ class ChainStats:
     mean_residual: float
     mean_iterations: float
     reached_all: bool
+    frames_missed: int = 0  # frames whose tip ended farther than the Tolerance from its target
+    worst_frame: int | None = None  # the frame of `max_residual`
 
 
 @dataclass
@@ -102,6 +106,8 @@ class BakeResult:
                     "mean_residual": c.mean_residual,
                     "mean_iterations": c.mean_iterations,
                     "reached_all": c.reached_all,
+                    "frames_missed": c.frames_missed,
+                    "worst_frame": c.worst_frame,
                 }
                 for c in self.chains
             ],
@@ -253,8 +259,22 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
                 f = _frame_of(broken, frames)
                 raise BakeError(f"frame {f}: {broken.split(': ', 1)[-1]}" if f is not None else broken)
             t1 = time.perf_counter()
-            inputs.release = stretch_release(obj, sk, plan, channels_before["scale"].astype(np.float64))
-            solved = solve_inputs(obj, sk, plan, inputs, report, smooth=True)
+            inputs.release, inputs.release_bones = stretch_release(
+                obj, sk, plan, channels_before["scale"].astype(np.float64)
+            )
+            solved = None
+            if rig_settings(obj).start_from == "CURRENT" and len(frames) > 1:
+                # Each frame from the previous one's result, as live playback from the first frame.
+                first, carried = bake_order.first_start(obj, sk.names, plan, channels_before)
+                snap = rig_snapshot(obj, sk, plan)
+                if carried:
+                    every = carried == set(first)
+                    if every:
+                        solved = bake_order.solve_live_order(obj, snap, inputs, report, channels_before)
+                    if solved is None:
+                        solved = solve_in_order(snap, inputs, report, first, carried)
+            if solved is None:
+                solved = solve_inputs(obj, sk, plan, inputs, report, smooth=True)
             result.seconds_solve = time.perf_counter() - t1
             bad = {i: o for i, o in report.outcomes.items() if not o.valid}
             if bad:
@@ -268,6 +288,14 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
             result.keys_written += _write_scale(obj, solved.scale_bones, solved.scale_y, frames, opts, snapshot)
             result.seconds_write = time.perf_counter() - t2
     except BaseException as exc:
+        if _gone(obj):
+            # Deleted during the bake (a script's frame handler, say): nothing of it to put back, the rest is.
+            try:
+                scene.frame_set(original_frame[0], subframe=original_frame[1])
+                leaders.restore()
+            except ReferenceError:
+                pass
+            raise BakeError(f"'{result.rig}' was deleted during the bake; nothing was baked") from exc
         snapshot.restore()
         scene.frame_set(original_frame[0], subframe=original_frame[1])
         leaders.restore()
@@ -291,20 +319,30 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
     written = cache.stretched.get(obj.session_uid, {})
     for b in solved.scale_bones:
         written.pop(sk.names[b], None)
+    tolerance = float(settings.tolerance)
     for i in sorted(only):
         out = report.outcomes[i]
         res = out.residuals if out.residuals is not None else np.zeros(1)
         its = out.iteration_counts if out.iteration_counts is not None else np.zeros(1)
-        result.chains.append(
-            ChainStats(
-                settings.chains[i].name,
-                len(frames),
-                float(res.max()),
-                float(res.mean()),
-                float(its.mean()),
-                out.reached,
-            )
+        missed = int(np.count_nonzero(res > tolerance * (1.0 + 1e-6)))
+        worst_at = frames[int(np.argmax(res))] if len(res) == len(frames) else None
+        stats = ChainStats(
+            settings.chains[i].name,
+            len(frames),
+            float(res.max()),
+            float(res.mean()),
+            float(its.mean()),
+            out.reached,
+            missed,
+            worst_at,
         )
+        result.chains.append(stats)
+        if missed:
+            at = f" at frame {worst_at}" if worst_at is not None else ""
+            result.warnings.append(
+                f"chain '{stats.name}' missed its target on {missed} of {len(frames)} frame(s): worst "
+                f"{stats.max_residual:.3g}{at} (Tolerance {tolerance:.3g}); the keys hold the pose the IK reached"
+            )
     if opts.disable_after:
         for i in only:
             settings.chains[i].enabled = False
@@ -315,6 +353,15 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
     keep = [b for b in range(len(sk.names)) if b not in baked]
     _restore_pose(obj, channels_before, only_bones=keep)
     return result
+
+
+def _gone(ob: bpy.types.Object) -> bool:
+    """Whether `ob` was deleted (its Python object outlives it)."""
+    try:
+        ob.name  # noqa: B018  (reading it is the test)
+    except ReferenceError:
+        return True
+    return False
 
 
 @dataclass

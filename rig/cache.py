@@ -64,6 +64,9 @@ fixes: dict[int, dict[int, Any]] = {}
 # armature data pointer -> {old bone name: new name}: bones renamed in this session, found by comparing the
 # skeleton before and after (same place in the bone list, same rest matrix); the FK store follows them.
 renamed: dict[int, dict[str, str]] = {}
+# session_uid -> {chain index: message}: chains whose status says they are one update behind a rig they follow
+# in a way live solving cannot predict, until their rig is checked again (rig/follow.py, `settle`).
+behind: dict[int, dict[int, str]] = {}
 
 # Derived from an armature's inputs: dropped when it must be checked afresh (`forget`).
 _DERIVED: tuple[dict[int, Any], ...] = (
@@ -77,6 +80,7 @@ _DERIVED: tuple[dict[int, Any], ...] = (
     hangs,
     fk_names,
     fixes,
+    behind,
 )
 # Counters kept across file loads (the demo and the tests count solves over a whole session).
 _COUNTERS: tuple[dict[int, Any], ...] = (stats, checks, chain_solves, program_solves, batch_solves)
@@ -104,6 +108,7 @@ _TABLES: dict[str, dict[int, Any]] = {
     "fk_names": fk_names,
     "renamed": renamed,
     "fixes": fixes,
+    "behind": behind,
 }
 
 

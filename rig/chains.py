@@ -42,6 +42,10 @@ def _relations(bone: str, rotation: bool, scale: str) -> tuple[Edit, ...]:
 # The largest armature scale solved: from about 1e13 up the solve overflows (single-precision numbers on the
 # way; measured on bpy 4.5.4: "stops inf short" at 1e13, "nan" from 1e20, sound at 1e12 and below).
 MAX_SCALE = 1e12
+# The smallest: below about 1e-13 the cube of the scale (an armature matrix's determinant, which the live
+# path computes in single precision) underflows to zero (measured on bpy 4.5.4: a ZeroDivisionError at 1e-30,
+# chains stopping "2.234 short" from 1e-18; sound at 1e-12 and above).
+MIN_SCALE = 1e-12
 
 
 def rig_problem(obj: bpy.types.Object) -> str | None:
@@ -78,6 +82,11 @@ def rig_problem(obj: bpy.types.Object) -> str | None:
             f"'{obj.name}' has a scale of {scale.max():.4g}, out of the range Reach IK can solve in (up to "
             f"{MAX_SCALE:.0e}: beyond it single-precision math overflows and the miss cannot be measured): "
             "scale the armature down"
+        )
+    if scale.min() < MIN_SCALE:
+        return (
+            f"'{obj.name}' has a scale of {scale.min():.4g}, out of the range Reach IK can solve in (down to "
+            f"{MIN_SCALE:.0e}: below it single-precision math underflows to zero): scale the armature up"
         )
     return None
 
@@ -147,8 +156,9 @@ def _object_problem(role: str, ob: bpy.types.Object | None, rig: bpy.types.Objec
     if not ob.users_scene:
         # An object deleted in the viewport lingers in bpy.data until the file is saved: treat it as gone.
         return f"the {role} '{ob.name}' is not in the scene (deleted?): pick another object"
-    if not usable(np.array(ob.matrix_world, dtype=np.float64)):
-        return f"the {role} '{ob.name}' has a NaN or infinite transform: fix its location/rotation/scale"
+    # A NaN or infinite transform is not checked here: the plan is cached while the chains point at the same
+    # objects, so a refusal here outlived the object's move back. Every solve checks the matrices it reads
+    # (`core.checks.broken_inputs`), with the same message.
     return None
 
 
@@ -350,13 +360,10 @@ def _build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = Non
         if upper_bone < 0:
             continue  # it depends on another group only through a control bone (checked above)
         upper_group = plan.groups[owner_group[upper_bone]]
-        # The chain that stretches the bone this group hangs from (in a tree: the bones of its branch).
+        # The chain that stretches the bone this group hangs from (in a tree: the bones of its branch). A tip
+        # that takes the target's rotation is not stretched (it keeps its length, Inherit Scale 'None').
         stretcher = next(
-            (
-                c
-                for c in upper_group.chains
-                if c.stretch > 1.0 and upper_bone in (branch(upper_group.chains, c) if upper_group.is_tree else c.bones)
-            ),
+            (c for c in upper_group.chains if c.stretch > 1.0 and upper_bone in _stretched_rows(upper_group, c)),
             None,
         )
         upper = (stretcher or upper_group.chains[0]).name
@@ -386,24 +393,57 @@ def _build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = Non
         if problem:
             for c in g.chains:
                 plan.errors[c.index] = problem
-    # A group below a refused one would be carried through the same bones: refuse it too (levels ascending).
     # A tree is solved as one: one refused chain refuses its tree.
     refused = {gi for gi, g in enumerate(plan.groups) if any(c.index in plan.errors for c in g.chains)}
     for gi in refused:
         first = next(plan.errors[c.index] for c in plan.groups[gi].chains if c.index in plan.errors)
         for c in plan.groups[gi].chains:
             plan.errors.setdefault(c.index, first)
+    # A group below a refused one is solved on the pose Blender shows for the refused group's bones (nothing
+    # of it is written). That pose is exact unless a solved group further up moves them in the same solve
+    # through a bone our rigid carry cannot follow as Blender does (one that does not fully inherit, or
+    # below a stretching group): only then is it refused too (levels ascending, so refusals carry down).
     for gi in sorted(range(len(plan.groups)), key=lambda i: plan.groups[i].level):
         above = deps[gi] & refused
-        if above and gi not in refused:
-            refused.add(gi)
-            upper = plan.groups[min(above)].chains[0].name
-            for c in plan.groups[gi].chains:
-                plan.errors[c.index] = f"the chain '{upper}' above this one is invalid: fix it first (see its message)"
+        if not above or gi in refused:
+            continue
+        loose = -1
+        carrier = -1  # the nearest solved group above
+        for a in sk.ancestors(plan.groups[gi].bones[0]):
+            if a in owner_group and owner_group[a] not in refused:
+                carrier = owner_group[a]
+                break
+            if loose < 0 and not sk.inherits[a]:
+                loose = a
+        if carrier < 0:
+            continue  # nothing solved above moves it: the pose Blender shows, exactly
+        if loose < 0 and not any(c.stretch > 1.0 for c in plan.groups[carrier].chains):
+            continue
+        refused.add(gi)
+        upper = plan.groups[min(above)].chains[0].name
+        mover = plan.groups[carrier].chains[0].name
+        why = (
+            f"bone '{sk.names[loose]}' does not fully inherit its parent's rotation and scale"
+            if loose >= 0
+            else f"'{mover}' stretches"
+        )
+        for c in plan.groups[gi].chains:
+            plan.errors[c.index] = (
+                f"the chain '{upper}' above this one is invalid, and this chain hangs from chain '{mover}' "
+                f"through it ({why}), so it cannot be solved on the pose Blender shows: fix '{upper}' first "
+                "(see its message)"
+            )
     if refused:
         plan.groups = [g for g in plan.groups if not any(c.index in plan.errors for c in g.chains)]
     plan.groups.sort(key=lambda g: (g.level, g.bones[0]))
     return plan
+
+
+def _stretched_rows(g: Group, c: ChainPlan) -> list[int]:
+    """The bones chain `c` of group `g` lengthens when it stretches: its bones (in a tree, its branch's),
+    without the tip when it takes the target's rotation."""
+    own = branch(g.chains, c) if g.is_tree else c.bones
+    return own[:-1] if c.use_target_rotation else own
 
 
 def _control_dependencies(

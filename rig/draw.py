@@ -4,7 +4,7 @@ numpy only (no bpy, no gpu), so the shapes are unit-testable; `ui/overlay.py` re
 functions and hands the vertex arrays to the gpu module. Every function returns flat vertex lists ready for a
 gpu batch: ``(3 * triangles, 3)`` for 'TRIS' and ``(2 * segments, 3)`` for 'LINES'.
 
-Frames are 3x3 rotations whose columns are the bone's X, Y, Z axes (see docs/solver-design.md).
+Frames are 3x3 rotations whose columns are the bone's X, Y, Z axes (see docs/design/solvers.md).
 """
 
 from __future__ import annotations

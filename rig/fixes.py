@@ -42,16 +42,26 @@ def label(fix: tuple[Edit, ...]) -> str:
     return "; ".join(f"{what} on {', '.join(bones)}" for what, bones in parts.items())
 
 
-def apply(obj: bpy.types.Object, fix: tuple[Edit, ...]) -> None:
-    """Set the bone settings of `fix` on `obj`'s bones (all bones checked first: all or nothing)."""
+def apply(obj: bpy.types.Object, fix: tuple[Edit, ...]) -> tuple[Edit, ...]:
+    """Set the bone settings of `fix` on `obj`'s bones (all bones checked first: all or nothing); returns
+    the edits that put them back."""
     bones = obj.data.bones
     missing = [bone for bone, _attr, _value in fix if bone not in bones]
     if missing:
         raise KeyError(f"bone '{missing[0]}' is not in '{obj.name}'")
+    undo = tuple((bone, attr, getattr(bones[bone], attr)) for bone, attr, _value in reversed(fix))
     for bone, attr, value in fix:
         setattr(bones[bone], attr, value)
     cache.mark_dirty(obj)
     obj.update_tag()
+    return undo
+
+
+def refused(obj: bpy.types.Object) -> dict[int, str]:
+    """Chain index -> message, for the chains a fresh validation refuses (nothing when the rig is)."""
+    if obj.type != "ARMATURE" or obj.mode == "EDIT" or rig_problem(obj) is not None:
+        return {}
+    return {i: str(msg) for i, msg in build_plan(obj, armature.skeleton(obj)).errors.items()}
 
 
 def chain_name(obj: bpy.types.Object, index: int) -> str:

@@ -23,9 +23,9 @@ was, and raises `IkFkError`. Invalid chains are refused before anything is touch
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
 
 import bpy
 import numpy as np
@@ -35,8 +35,23 @@ from numpy.typing import NDArray
 from ..core import convert
 from ..core.model import ChainPlan, Group, Inputs, Plan, RigReport, Skeleton
 from ..core.trees import branch
-from . import anim, armature, fk, live
-from .chains import ChainChoiceError, choose_chains, target_bone_of
+from . import anim, armature, fk, ikfk_follow, live
+from .chains import ChainChoiceError, choose_chains
+from .ikfk_base import (
+    Control,
+    _Transaction,
+    _transaction,
+    bone_path,
+    chain_controls,
+    influence_path,
+    rotation_path,
+)
+from .ikfk_base import (
+    IkFkError as IkFkError,  # re-exported: the operators and tests use them from here
+)
+from .ikfk_base import (
+    Outcome as Outcome,
+)
 from .props import ReachChain, rig_settings
 from .solve import prepare, read_inputs, solve_inputs, stretch_release
 
@@ -45,191 +60,6 @@ F64 = NDArray[np.float64]
 # Dry solves per chain group while correcting a snap: the first is the check, the others correct (one is
 # usually enough; Soft near full extension takes a few more, and a pose no target gives stops at the best).
 ROUNDS = 16
-_TRANSFORM = ("location", "rotation_quaternion", "rotation_euler", "rotation_axis_angle", "scale")
-
-
-class IkFkError(RuntimeError):
-    """The operation could not run or failed part-way; nothing was changed."""
-
-
-@dataclass
-class Outcome:
-    """What an operation did: the chains, and warnings for things that will not hold as they are."""
-
-    chains: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-
-def rotation_path(mode: str) -> str:
-    """The rotation channel a rotation mode uses ('QUATERNION', 'AXIS_ANGLE' or an Euler order)."""
-    return armature.rotation_channel(mode)[0]
-
-
-def bone_path(bone: str, attr: str) -> str:
-    return f'pose.bones["{bpy.utils.escape_identifier(bone)}"].{attr}'
-
-
-def influence_path(index: int) -> str:
-    return f"reach_ik.chains[{index}].influence"
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Controls: a chain's target or pole, an object or an armature's bone
-# ---------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Control:
-    """A chain's target or pole: an object, or a bone of an armature (`bone`), as the chain names it."""
-
-    ob: bpy.types.Object
-    bone: str  # "" = the object itself
-    role: str  # 'target' or 'pole'
-    chain: str  # the chain's name, for messages
-
-    @property
-    def owner(self) -> bpy.types.Object | bpy.types.PoseBone:
-        """What holds the transform channels: the object, or its pose bone."""
-        return self.ob.pose.bones[self.bone] if self.bone else self.ob
-
-    def label(self) -> str:
-        return f"{self.role} '{self.ob.name}' bone '{self.bone}'" if self.bone else f"{self.role} '{self.ob.name}'"
-
-    def path(self, attr: str) -> str:
-        return bone_path(self.bone, attr) if self.bone else attr
-
-    def world(self) -> Matrix:
-        """Its world matrix as Blender shows it (a bone: the armature's world matrix times its pose matrix)."""
-        if self.bone:
-            return self.ob.matrix_world @ self.ob.pose.bones[self.bone].matrix
-        return self.ob.matrix_world.copy()
-
-    def put(self, world: Matrix) -> None:
-        """Give it the world matrix `world` (through its parents as Blender has them evaluated now).
-
-        Quaternions keep the hemisphere and Euler angles the turn they had, so a key on the new value
-        interpolates from the old one the short way.
-        """
-        owner = self.owner
-        quat, euler = owner.rotation_quaternion.copy(), owner.rotation_euler.copy()
-        if self.bone:
-            self.ob.pose.bones[self.bone].matrix = self.ob.matrix_world.inverted() @ world
-        else:
-            self.ob.matrix_world = world
-        if owner.rotation_mode == "QUATERNION":
-            if owner.rotation_quaternion.dot(quat) < 0.0:
-                owner.rotation_quaternion = owner.rotation_quaternion * -1.0
-        elif owner.rotation_mode != "AXIS_ANGLE":
-            turned = owner.rotation_euler.copy()
-            turned.make_compatible(euler)
-            owner.rotation_euler = turned
-
-    def key_paths(self) -> list[str]:
-        """Its location and the rotation channel of its rotation mode."""
-        return [self.path("location"), self.path(rotation_path(self.owner.rotation_mode))]
-
-
-def chain_controls(obj: bpy.types.Object, index: int) -> tuple[Control, Control | None]:
-    ch = rig_settings(obj).chains[index]
-    target = Control(ch.target, target_bone_of(ch.target, ch.target_bone), "target", ch.name)
-    pole = Control(ch.pole, target_bone_of(ch.pole, ch.pole_bone), "pole", ch.name) if ch.pole is not None else None
-    return target, pole
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The transaction: what an operation touched, put back on failure
-# ---------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Transaction:
-    obj: bpy.types.Object
-    transforms: dict[tuple[int, str], tuple[Control, list[tuple[float, ...]]]] = field(default_factory=dict)
-    influences: dict[int, float] = field(default_factory=dict)
-    store: fk.Store | None = None
-    actions: dict[int, anim.ActionSnapshot] = field(default_factory=dict)
-
-    def save_transform(self, control: Control) -> None:
-        key = (control.ob.session_uid, control.bone)
-        if key not in self.transforms:
-            owner = control.owner
-            self.transforms[key] = (control, [tuple(getattr(owner, a)) for a in _TRANSFORM])
-
-    def set_influence(self, index: int, value: float) -> None:
-        ch = rig_settings(self.obj).chains[index]
-        self.influences.setdefault(index, float(ch.influence))
-        if ch.influence != value:
-            ch.influence = value
-
-    def save_fk(self) -> None:
-        if self.store is None:
-            self.store = fk.Store.read(self.obj)
-
-    def key(self, ob: bpy.types.Object, path: str, group: str, index: int = -1) -> None:
-        """Key `path` of `ob` at the current frame (its action is snapshot first, so `rollback` can undo it)."""
-        snap = self.actions.get(ob.session_uid)
-        if snap is None:
-            snap = self.actions[ob.session_uid] = anim.ActionSnapshot.take(ob)
-        ad = ob.animation_data
-        action = ad.action if ad is not None else None
-        value = ob.path_resolve(path)
-        indices = range(len(value)) if index < 0 and hasattr(value, "__len__") else [max(index, 0)]
-        what = f"'{ob.name}' {path}"
-        if ad is not None and any(ad.drivers.find(path, index=j) is not None for j in indices):
-            raise IkFkError(f"{what} is driven, so it cannot be keyed: remove the driver or turn off Key")
-        if action is not None:
-            if action.library is not None:
-                raise IkFkError(
-                    f"the action '{action.name}' of '{ob.name}' is linked from a library: make it local to key it"
-                )
-            snap.protect(action)
-            for j in indices:
-                fc = anim.find_fcurve(action, ob, path, j)
-                if fc is not None and fc.lock:
-                    raise IkFkError(f"the F-Curve of {what} is locked: unlock it in the Graph Editor or turn off Key")
-                snap.remember((path, j), fc)
-        else:
-            for j in indices:
-                snap.remember((path, j), None)
-        done = ob.keyframe_insert(path, index=index, group=group)
-        if snap.action is None and ob.animation_data is not None and ob.animation_data.action is not None:
-            snap.created_action = ob.animation_data.action  # made by keyframe_insert: removed on rollback
-        if not done:
-            raise IkFkError(f"Blender refused a key on {what}")
-
-    def rollback(self) -> None:
-        for snap in self.actions.values():
-            snap.restore()
-        for control, values in self.transforms.values():
-            owner = control.owner
-            for attr, value in zip(_TRANSFORM, values, strict=True):
-                setattr(owner, attr, value)
-        chains = rig_settings(self.obj).chains
-        for i, w in self.influences.items():
-            chains[i].influence = w
-        if self.store is not None:
-            # Names and rows together: the store may have gained rows since it was read, and the old rows
-            # under the new names would read as a damaged store (every kept FK pose lost).
-            self.store.changed = True
-            self.store.names_text = None
-            self.store.write(self.obj)
-
-    def commit(self) -> None:
-        for snap in self.actions.values():
-            snap.release()
-
-
-@contextmanager
-def _transaction(obj: bpy.types.Object) -> Iterator[_Transaction]:
-    tx = _Transaction(obj)
-    try:
-        yield tx
-    except BaseException:
-        tx.rollback()
-        raise
-    tx.commit()
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Choosing and validating chains
 # ---------------------------------------------------------------------------------------------------------
@@ -301,6 +131,7 @@ class Placement:
     pole_at: F64 | None = None  # (4,4)
     miss: float = math.inf  # world units: the largest distance of a chain bone's axes from the pose
     worst: str = ""  # the bone where
+    oriented: bool = False  # the target's orientation is placed too (Use Target Rotation, or a follower)
 
 
 class _Pose:
@@ -378,11 +209,15 @@ def _initial(obj: bpy.types.Object, pose: _Pose, c: ChainPlan, group: Group) -> 
     target, pole = chain_controls(obj, c.index)
     tip = c.bones[-1]
     at = pose.local(target)
-    if c.use_target_rotation:
-        rot, _ = convert.rotation_parts(pose.matrices[tip, :3, :3])
+    # A hand that follows the control's rotation (Set Up Character's follow constraint) keeps the orientation
+    # it shows now: the control takes it (Copy Rotation copies the world rotation).
+    hand = ikfk_follow.follower(obj, c.index)
+    if c.use_target_rotation or hand:
+        shown = pose.matrices[tip if c.use_target_rotation else sk_index(obj, hand), :3, :3]
+        rot, _ = convert.rotation_parts(shown)
         at[:3, :3] = rot * np.linalg.norm(at[:3, :3], axis=0)[None, :]  # the target keeps its scale
     at[:3, 3] = pose.tail(tip)
-    place = Placement(c, target, at)
+    place = Placement(c, target, at, oriented=c.use_target_rotation or bool(hand))
     if pole is None:
         return place
     if group.is_tree:
@@ -405,6 +240,11 @@ def _initial(obj: bpy.types.Object, pose: _Pose, c: ChainPlan, group: Group) -> 
         along, radius = float(np.dot(pose.tail(c.bones[0]) - root, goal_axis)), 0.5 * reach
     place.pole_at[:3, 3] = root + goal_axis * along + _unit(side) * radius
     return place
+
+
+def sk_index(obj: bpy.types.Object, bone: str) -> int:
+    """The pose-bone index of `bone` (the order `_Pose.matrices` has)."""
+    return int(obj.pose.bones.find(bone))
 
 
 def _pole_angle(obj: bpy.types.Object, c: ChainPlan) -> float:
@@ -499,7 +339,7 @@ def _place_group(
     view = replace(plan, groups=[g])
     inputs = read_inputs(obj, view, pose_now=pose.matrices)
     assert inputs.scale is not None  # read_inputs reads the scale channels
-    inputs.release = stretch_release(obj, sk, view, inputs.scale[0])
+    inputs.release, inputs.release_bones = stretch_release(obj, sk, view, inputs.scale[0])
     places = [_initial(obj, pose, c, g) for c in g.chains if c.index in picked]
     best = [Placement(p.chain, p.target, p.target_at.copy(), p.pole, p.pole_at) for p in places]
     reach = [_Reach(p.target_at[:3, 3].copy(), _reach(pose, p.chain)) for p in places]
@@ -532,7 +372,7 @@ def _write(obj: bpy.types.Object, places: Sequence[Placement], pose: _Pose, tx: 
     wanted: list[tuple[Control, Matrix, bool]] = []
     seen: dict[tuple[int, str], str] = {}
     for p in places:
-        items = [(p.target, p.target_at, p.chain.use_target_rotation)]
+        items = [(p.target, p.target_at, p.oriented)]
         if p.pole is not None and p.pole_at is not None:
             items.append((p.pole, p.pole_at, False))
         for control, at, oriented in items:
@@ -623,6 +463,18 @@ def _apply_fk(
     outcome = Outcome([chains[i].name for i in picked])
     pbs = obj.pose.bones
     for i in picked:
+        # A hand that follows the control: the rotation it shows becomes its own, for FK (Influence 0 turns
+        # its follow constraint off).
+        hand = ikfk_follow.follower(obj, i)
+        if hand:
+            tx.save_transform(Control(obj, hand, "hand", chains[i].name))
+            ikfk_follow.apply_visual(obj, hand)
+            path = bone_path(hand, rotation_path(pbs[hand].rotation_mode))
+            if key:
+                tx.key(obj, path, hand)
+            else:
+                _warn_animated(outcome, obj, [path], f"bone '{hand}'", key)
+    for i in picked:
         stretching = float(_chain_settings(obj, i).stretch) > 1.0
         for b in chains[i].bones:
             name = sk.names[b]
@@ -670,6 +522,9 @@ def switch(obj: bpy.types.Object, which: str | set[int], mode: str, key: bool = 
                 "driver, or snap and apply to FK without switching; nothing was changed"
             )
     with _transaction(obj) as tx:
+        # The follow constraints of hands and feet go with the chain's Influence (rigs set up before had none).
+        for bone in ikfk_follow.drive_all(obj, picked):
+            tx.undo.append(lambda bone=bone: ikfk_follow.undrive(obj, bone))  # type: ignore[misc]
         outcome = (_snap if mode == "IK" else _apply_fk)(obj, sk, plan, picked, key, tx)
         value = 1.0 if mode == "IK" else 0.0
         for i in picked:

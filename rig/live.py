@@ -33,7 +33,7 @@ from ..core.live import Program
 from ..core.model import ChainOutcome, Group, Plan, RigReport, Skeleton, Snapshot
 from ..solvers import search
 from ..solvers.scalar import SCALAR_MAX_CHAINS
-from . import armature, cache, fk, renames
+from . import armature, cache, fk, follow, renames
 from .chains import system_override
 from .props import rig_settings
 from .solve import ChainState, Entry, LiveReads, chain_state, read_inputs, snapshot, solve_rig, store_status
@@ -72,6 +72,15 @@ def suspend(obj: bpy.types.Object) -> None:
 
 def resume(obj: bpy.types.Object) -> None:
     _suspended.discard(obj.session_uid)
+
+
+_skip_once: set[int] = set()  # rigs the next check leaves alone (`skip_next`)
+
+
+def skip_next(obj: bpy.types.Object) -> None:
+    """Leave `obj` alone at the next check: its channels were just put back to what its last solve wrote
+    (after a render), and Blender has not evaluated them yet, so its evaluated pose would read as a change."""
+    _skip_once.add(obj.session_uid)
 
 
 def scene_rigs(scene: bpy.types.Scene) -> list[bpy.types.Object]:
@@ -182,10 +191,13 @@ def _hanging(
     (armature uid, bone, armature) for each bone of another armature that is a target or pole itself."""
     out = [(arm.session_uid, bone, arm) for arm, bone in bone_targets]
     for ob in objects:
-        node, depth = ob, 0
-        while node.parent is not None and depth < 1000:
+        node: bpy.types.Object | None = ob
+        depth = 0
+        while node is not None and depth < 1000:
+            # Followed through a constraint (Child Of, Copy Location, Copy Transforms) as through a parent.
+            out.extend((arm_uid, bone, ob) for arm_uid, bone in follow.constraint_leaders(node))
             parent = node.parent
-            if parent.type == "ARMATURE" and node.parent_type == "BONE" and node.parent_bone:
+            if parent is not None and parent.type == "ARMATURE" and node.parent_type == "BONE" and node.parent_bone:
                 out.append((parent.session_uid, node.parent_bone, ob))
             node, depth = parent, depth + 1
     return tuple(out)
@@ -228,7 +240,16 @@ def _carry(world: armature.WorldMatrices, obj: bpy.types.Object, moved: _Moved) 
         if ob.session_uid in done:
             continue
         d = w @ after[b] @ np.linalg.inv(before[b]) @ np.linalg.inv(w)
-        world.override(ob, d @ world.of([ob])[0])
+        old = world.of([ob])[0]
+        along = follow.point_follower(ob, arm_uid, bone)
+        if along is None:
+            world.override(ob, d @ old)
+        else:
+            # Copy Location: it moves with the point it copies, its rotation its own.
+            point = w @ before[b] @ np.array((0.0, along[0] * along[1], 0.0, 1.0))
+            new = old.copy()
+            new[:3, 3] += (d @ point)[:3] - point[:3]
+            world.override(ob, new)
         done.add(ob.session_uid)
 
 
@@ -324,6 +345,11 @@ def _select(
             posed.update(np.flatnonzero((now != last.arrays[attr]).any(axis=1)).tolist())
         if seen.pose is not None and last.pose is not None:
             posed.update(np.flatnonzero((seen.pose != last.pose).any(axis=(1, 2))).tolist())
+        if posed:
+            rows = sorted(posed)
+            if not all(np.isfinite(now[rows]).all() for now in seen.arrays.values()):
+                # A NaN on any bone (one in no chain too) refuses the whole rig: the full solve's check says so.
+                return list(plan.groups)
         # Chains the last solve refused (a NaN target its own chain, a NaN bone pose every chain of the rig) were
         # not solved on the inputs it saw: whatever changed since, they are solved again.
         refused = {i for i, out in cache.outcomes.get(obj.session_uid, {}).items() if not out.valid}
@@ -800,6 +826,7 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
         # Armatures that other rigs' targets hang from: their solves also report how their bones moved.
         leaders = {a for u in uids for a, _b, _o in cache.hangs.get(u, ())}
         moved: _Moved = {}
+        counts = follow.begin()
         for obj, uid in zip(rigs, uids, strict=True):
             # A rig whose targets hang from a rig that moved in this update is checked whatever `updated` says.
             follows = bool(moved) and any(a in moved for a, _b, _o in cache.hangs.get(uid, ()))
@@ -813,6 +840,9 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
                 # A frame change (or a setting) may change anything, rotation modes too: check the compiled
                 # program again before its next use (`_lean`).
                 _recheck(uid)
+            if uid in _skip_once:
+                _skip_once.discard(uid)
+                continue
             if uid in _suspended or obj.mode == "EDIT":
                 # In Edit Mode Blender shows the edit bones, not the pose, and bones may be half-renamed:
                 # the structure key catches every edit when the armature leaves Edit Mode.
@@ -837,8 +867,11 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
                 if cache.reported.get(uid) != text:
                     cache.reported[uid] = text
                     print(f"Reach IK: solving '{obj.name}' failed (other rigs go on):\n{text}")
+        # Rigs that follow one solved now in a way `_carry` cannot predict: solved again at the next update.
+        follow.settle(rigs, counts, _suspended)
     finally:
         _busy = False
+        _skip_once.clear()  # for this check only
 
 
 _STRUCTURE_TYPES = (bpy.types.Collection, bpy.types.Scene)
@@ -877,6 +910,7 @@ def on_frame_change(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> N
     # No list of what changed comes with a frame change: every rig compares its inputs.
     if not paused:
         _run(scene, None)
+    _skip_once.clear()
 
 
 @persistent

@@ -68,6 +68,7 @@ class _Render:
     failed: list[str] = field(default_factory=list)  # one message per rig that renders its pose unbaked
     main_thread: bool = True  # where it was prepared (always the main thread: see `on_render_init`)
     watch: bool = False  # a render (not an export) is under way: `_over` may find it ended without a word
+    now: tuple[int, float] = (0, 0.0)  # the scene's frame and subframe when it was prepared
 
 
 _active: _Render | None = None
@@ -293,7 +294,7 @@ def prepare(scene: bpy.types.Scene, names: bool = False) -> _Render:
         restore()  # a render that never reported its end: put that one back first
     now = scene.frame_current
     frames = (min(scene.frame_start, now), max(scene.frame_end, now))
-    state = _Render(scene, frames, main_thread=_on_main_thread())
+    state = _Render(scene, frames, main_thread=_on_main_thread(), now=(now, scene.frame_subframe))
     _active = state
     if scene != bpy.context.scene:
         # Frames are stepped in the context's scene: a scene rendered through another one's compositor is not it.
@@ -327,9 +328,11 @@ def restore() -> None:
     live.paused = False
     if state is None:
         return
+    _settle.clear()
     for saved in reversed(state.rigs):
         try:
             _put_back(saved)
+            _settle[saved.obj.session_uid] = (saved.obj, state.now, saved.channels)
         except ReferenceError:
             pass  # the object was deleted while rendering: nothing of it to put back
         finally:
@@ -455,6 +458,43 @@ def on_frame_change_pre(*_args: object) -> None:
         restore()
 
 
+# Rigs just put back after a render (session uid -> the object, the frame it was prepared on, its channels as
+# they were). Blender ends a render by setting that frame again, which applies the action's keys to the chain
+# bones once more: live solving would then solve the frame again from another start than the one it solved
+# from before the render (a chain bone with keys takes its key, one without keeps the solved value), and with
+# Start From Current land a few 1e-5 elsewhere. The rig was showing that very frame's solved pose, and nothing
+# else changed: its channels are written back before live solving looks (`on_frame_settle` runs first), so
+# the pose and the status stay exactly as they were. One-shot: any other update or frame drops it.
+_settle: dict[int, tuple[bpy.types.Object, tuple[int, float], dict[str, NDArray[np.float32]]]] = {}
+
+
+@persistent
+def on_frame_settle(scene: bpy.types.Scene, *_args: object) -> None:
+    if not _settle or _active is not None:
+        return
+    todo = list(_settle.values())
+    _settle.clear()
+    here = (scene.frame_current, scene.frame_subframe)
+    for obj, now, channels in todo:
+        if here != now:
+            continue
+        try:
+            pbs = obj.pose.bones
+            for attr, values in channels.items():
+                pbs.foreach_set(attr, values.ravel())
+            obj.update_tag()
+            # Its evaluated pose is still the render's until Blender evaluates this write (right after the
+            # handlers): a check now would take that for a change and solve again.
+            live.skip_next(obj)
+        except ReferenceError:
+            pass  # deleted meanwhile
+
+
+@persistent
+def on_depsgraph_settle(*_args: object) -> None:
+    _settle.clear()  # something else happened first: live solving decides as usual
+
+
 _warned: set[str] = set()  # files already warned about (once per file and session)
 
 
@@ -505,6 +545,9 @@ def register() -> None:
     global _polling
     for kind, fn in _HANDLERS:
         getattr(bpy.app.handlers, kind).append(fn)
+    # Before live solving's own frame handler (registered earlier): it must see the channels put back.
+    bpy.app.handlers.frame_change_post.insert(0, on_frame_settle)
+    bpy.app.handlers.depsgraph_update_post.append(on_depsgraph_settle)
     if not bpy.app.background:
         bpy.app.timers.register(_poll, first_interval=POLL_SECONDS, persistent=True)
         _polling = True
@@ -516,6 +559,11 @@ def unregister() -> None:
     if _polling and bpy.app.timers.is_registered(_poll):
         bpy.app.timers.unregister(_poll)
     _polling = False
+    _settle.clear()
+    for kind, fn in (("depsgraph_update_post", on_depsgraph_settle), ("frame_change_post", on_frame_settle)):
+        handlers = getattr(bpy.app.handlers, kind)
+        while fn in handlers:
+            handlers.remove(fn)
     for kind, fn in reversed(_HANDLERS):
         handlers = getattr(bpy.app.handlers, kind)
         while fn in handlers:

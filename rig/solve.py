@@ -33,7 +33,7 @@ from ..core.model import (
     Solved,
 )
 from ..core.solve import stack_inputs
-from . import armature, cache, fk, renames
+from . import armature, cache, fk, ikfk_follow, renames
 from .chains import build_plan, rig_problem, system_override
 from .props import bone_limits, rig_settings
 
@@ -225,6 +225,10 @@ def prepare(
             renames.follow(obj)  # a bake or an operator: bones renamed since the last check are followed
     chains = rig_settings(obj).chains if obj.type == "ARMATURE" else []
     if problem is not None:
+        if chains and obj.mode != "EDIT":
+            # Where the chains' bones are now, also while the whole rig is refused (their rest places do not
+            # depend on what is refused): a bone moved at rest meanwhile and then renamed is still followed.
+            renames.remember(obj, {i for i, ch in enumerate(chains) if ch.enabled})
         report.rig_error = problem
         for i, ch in enumerate(chains):
             if ch.enabled and (only is None or i in only):
@@ -240,8 +244,10 @@ def prepare(
         else:
             plan = build_plan(obj, sk)
             cache.plans[obj.session_uid] = (key, plan)
+            ikfk_follow.guard(obj)  # a control deleted or back: the hands' follow constraints follow suit
     else:
         plan = build_plan(obj, sk, only)
+        ikfk_follow.guard(obj)
     for i, msg in plan.errors.items():
         report.outcomes[i] = ChainOutcome(False, msg)
     return report, sk, plan
@@ -349,6 +355,7 @@ def solve_rig(
     restored: set[str] = set()
     given: list[int] = []  # bones given their FK pose back (no enabled chain drives them any more)
     if write and store.names and only is None:
+        held_y = channels["scale"][:, 1].copy()
         restored = _restore_free(obj, sk, plan, store, channels, given)
     chosen = plan.groups if select is None else select(plan)
     if not chosen:
@@ -390,7 +397,7 @@ def solve_rig(
         plan = replace(plan, groups=kept)
         snap = replace(snap, plan=plan)
     assert inputs.scale is not None  # read_inputs reads the scale channels
-    inputs.release = stretch_release(obj, sk, plan, inputs.scale[0])
+    inputs.release, inputs.release_bones = stretch_release(obj, sk, plan, inputs.scale[0])
     weights = fk.influences(obj, plan, reads.influences if reads is not None else None)
     frame = fk.fill(plan, sk.names, modes, channels, store, weights, inputs)
     if given:
@@ -398,9 +405,24 @@ def solve_rig(
         raw = fk.raw_rotations(channels, given, modes[given].tolist())
         basis = fk.basis_rotations(raw, modes[given].tolist())
         inputs.preset = {b: basis[k][None] for k, b in enumerate(given)}
+        for b in given:
+            if channels["scale"][b, 1] != held_y[b] and held_y[b] != 0.0:
+                inputs.preset_scale[b] = np.array([float(channels["scale"][b, 1]) / float(held_y[b])])
+    stuck = stuck_stretch(obj, sk, plan, channels["scale"]) if write else []
+    if stuck:
+        # A stretch of ours on a chain that cannot stretch now (lengthened over a bone with Inherit Scale
+        # 'Full' as its Stretch went back to 1): its Y scale goes back to 1 in this solve, and the bones below
+        # it follow (as for a bone given back its FK pose).
+        raw_s = fk.raw_rotations(channels, stuck, modes[stuck].tolist())
+        basis_s = fk.basis_rotations(raw_s, modes[stuck].tolist())
+        for k, b in enumerate(stuck):
+            inputs.preset.setdefault(b, basis_s[k][None])
+            inputs.preset_scale[b] = np.array([1.0 / float(channels["scale"][b, 1])])
+            channels["scale"][b, 1] = 1.0
+        remember_stretch(obj, sk, stuck, np.ones(len(stuck), dtype=np.float32))
     solved = core.solve(snap, inputs, report, channels=channels, final_pose=carry)
     if write:
-        changed = set(restored)
+        changed = set(restored) | ({"scale"} if stuck else set())
         if solved.bones:
             changed |= armature.rotations_to_channels(obj, solved.bones, solved.basis[0], channels, modes)
         if given:
@@ -441,26 +463,49 @@ def _restore_free(
 WRITTEN_CHANNELS = armature.WRITTEN_CHANNELS
 
 
-def stretch_release(obj: bpy.types.Object, sk: Skeleton, plan: Plan, scale: F64) -> set[int]:
-    """Chains whose Stretch is back to 1 while their bones still hold the stretch this session wrote.
+def stretch_release(obj: bpy.types.Object, sk: Skeleton, plan: Plan, scale: F64) -> tuple[set[int], set[int]]:
+    """Chains whose Stretch is back to 1 while their bones still hold the stretch this session wrote, and
+    those of their bones that hold it without being their chain's carriers now (the chain was lengthened or
+    shortened in the same edit: the stretch sits on a bone that no longer carries it).
 
     Their solve divides that stretch out and puts the Y scale back to 1. A Y scale set by hand (anything
     other than the exact float32 value written) is not ours and is left alone. `scale`: (B, 3) channels.
     """
     written = cache.stretched.get(obj.session_uid)
     if not written:
-        return set()
-    out = set()
+        return set(), set()
+    out: set[int] = set()
+    loose: set[int] = set()
     for g in plan.groups:
         for c in g.chains:
             if c.carriers is None or c.stretch > 1.0:
                 continue
-            for b in dict.fromkeys(c.carriers):
+            solved = c.bones[:-1] if c.use_target_rotation else c.bones
+            for b in solved[len(solved) - len(c.carriers) :]:  # the rows `carriers` name (a tree's: its branch)
                 value = written.get(sk.names[b])
                 if value is not None and np.float32(scale[b, 1]) == np.float32(value):
                     out.add(c.index)
-                    break
-    return out
+                    if b not in c.carriers:
+                        loose.add(b)
+    return out, loose
+
+
+def stuck_stretch(obj: bpy.types.Object, sk: Skeleton, plan: Plan, scale: NDArray[np.float32]) -> list[int]:
+    """Bones of chains that cannot stretch (no carriers) and do not stretch now, still holding the exact Y
+    scale a solve of this session wrote (a stretch left behind: `stretch_release` covers chains that can)."""
+    written = cache.stretched.get(obj.session_uid)
+    if not written:
+        return []
+    out = []
+    for g in plan.groups:
+        for c in g.chains:
+            if c.carriers is not None or c.stretch > 1.0:
+                continue
+            for b in c.bones:
+                value = written.get(sk.names[b])
+                if value is not None and np.float32(scale[b, 1]) == np.float32(value) and value != 1.0:
+                    out.append(b)
+    return sorted(set(out), key=lambda b: (int(sk.depth[b]), b))
 
 
 def remember_stretch(obj: bpy.types.Object, sk: Skeleton, bones: list[int], values: NDArray[np.float32]) -> None:

@@ -1,7 +1,7 @@
 """Reach IK's pure-numpy solvers: FABRIK, CCD, analytic two-bone, and multi-effector FABRIK trees.
 
 Everything here imports numpy only, so it runs (and is tested) without Blender. The contract with the
-Blender side is ``docs/solver-design.md``: problems are frozen dataclasses of float64 arrays, results
+Blender side is ``docs/design/solvers.md``: problems are frozen dataclasses of float64 arrays, results
 carry joint positions, per-bone frames and per-chain diagnostics.
 
 >>> from solvers import ChainProblem, solve_fabrik, STATUS_NAMES  # doctest: +SKIP

@@ -1,7 +1,7 @@
 """Joint limits: an elliptical swing cone and a twist range per bone, in the bone's reference frame.
 
 The reference frame of a bone is its rest frame carried by its parent's pose (see
-``docs/solver-design.md``). All functions here work in that frame, with Blender's bone conventions:
+``docs/design/solvers.md``). All functions here work in that frame, with Blender's bone conventions:
 +Y runs along the bone, ``right`` is toward +X, ``left`` toward -X, ``up`` toward +Z, ``down`` toward -Z.
 
 Swing cone

@@ -5,7 +5,7 @@ normalize their inputs once, in ``__post_init__``, so the solvers can trust shap
 free of checks. Arrays are stored as read-only float64 copies: a solver can never modify a caller's
 array, and a problem can be reused (for example with :func:`dataclasses.replace` to change the targets).
 
-Conventions (see ``docs/solver-design.md``): a bone's frame is a 3x3 rotation whose **columns** are its
+Conventions (see ``docs/design/solvers.md``): a bone's frame is a 3x3 rotation whose **columns** are its
 X, Y, Z axes in the common space; a bone's ``offset`` is the vector from its head to the next joint in its
 own frame, so ``next_joint = head + frame @ offset``.
 """
@@ -292,7 +292,7 @@ def _set(obj: object, name: str, value: object) -> None:
 
 @dataclass(frozen=True)
 class ChainProblem:
-    """K chains of N bones to solve, each toward one target (see ``docs/solver-design.md``).
+    """K chains of N bones to solve, each toward one target (see ``docs/design/solvers.md``).
 
     Parameters
     ----------

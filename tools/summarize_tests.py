@@ -14,7 +14,7 @@ def main(results: Path) -> int:
     print(f"tier 1 lint+types: {'ok' if lint.exists() else 'FAILED'}")
     if not lint.exists():
         total["failed"] += 1
-    for n, tier in enumerate(("unit", "blender", "e2e"), start=2):
+    for n, tier in enumerate(("unit", "blender", "e2e", "docs"), start=2):
         path = results / f"{tier}.xml"
         if not path.exists():
             print(f"tier {n} {tier}: no results (the tier crashed before reporting)")

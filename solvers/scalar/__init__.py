@@ -5,7 +5,7 @@ fixed cost (1-3 us per call, hundreds of calls per solve) many times over the ar
 each chain with ``mathutils`` (Blender's C vector module, float32 inside, ~0.05 us per operation) and
 build the result arrays once at the end. They take the same :class:`~solvers.types.ChainProblem`, return
 the same :class:`~solvers.types.SolveResult` with the same status codes, and follow the batched
-solvers step for step (``docs/solver-design.md``): roll modes, poles, the natural bend, joint limits
+solvers step for step (``docs/design/solvers.md``): roll modes, poles, the natural bend, joint limits
 (the exact cone clamp and twist clamp, :mod:`solvers.scalar._cone`), the polish, stall detection and
 uniform iterations; under limits the chains that stop short go through the batched solvers' own global
 stage (:func:`solvers.search.refine`, numpy), so both paths reach alike. Float32 sets their floor:

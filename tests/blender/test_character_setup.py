@@ -7,9 +7,13 @@ names that say nothing), at metre and centimetre scale, in different facings.
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import addon_utils
 import bpy
@@ -263,3 +267,113 @@ def test_the_set_up_keeps_limits_a_bone_has_and_a_rerun_touches_only_the_chains_
     assert [c.name for c in obj.reach_ik.chains].count("spine") == 1
     assert knee.cone_up == pytest.approx(0.42), "a re-run leaves the limits of the chains it keeps alone"
     assert obj.pose.bones["spine_02"].reach_ik.use_cone, "the re-added spine gets its limits"
+
+
+_SYMMETRIZE_MANY = """
+import json, sys
+sys.path[:0] = ["tools", "."]
+import bpy_session
+import bpy, addon_utils
+bpy_session.enable_addon()
+compat = bpy_session.submodule("rig.compat")
+addon_utils.enable("rigify", default_set=True)
+bpy.ops.object.armature_human_metarig_add()
+obj = bpy.context.active_object
+bpy.context.view_layer.update()
+assert bpy.ops.reach.auto_setup(fingers=True) == {"FINISHED"}
+chains = obj.reach_ik.chains
+for name in [c.name for c in chains if c.tip_bone.endswith(".R")]:
+    chains.remove(next(i for i, c in enumerate(chains) if c.name == name))
+bpy.ops.object.mode_set(mode="EDIT")
+for eb in [b for b in obj.data.edit_bones if b.name.endswith(".R") and b.name.startswith(("IK-", "Pole-"))]:
+    obj.data.edit_bones.remove(eb)
+bpy.ops.object.mode_set(mode="OBJECT")
+# Saved and read back: a read collection holds exactly its items, so Symmetrize's adds must reallocate it
+# (removing items never shrinks a collection's storage).
+path = sys.argv[-1]
+bpy.ops.wm.save_as_mainfile(filepath=path)
+bpy.ops.wm.open_mainfile(filepath=path)
+obj = bpy.data.objects["metarig"]
+bpy.context.view_layer.objects.active = obj
+chains = obj.reach_ik.chains
+left = {c.tip_bone: i for i, c in enumerate(chains) if c.tip_bone.endswith(".L")}
+for k, (tip, i) in enumerate(sorted(left.items())):
+    chains[i].weight, chains[i].soft = 1.0 + 0.25 * k, 0.01 * k
+want = {tip[:-2] + ".R": [chains[i].weight, chains[i].soft, chains[i].solver] for tip, i in left.items()}
+bpy.ops.object.mode_set(mode="POSE")
+for pb in obj.pose.bones:
+    compat.select_bone(pb, pb.name in left)
+result = sorted(bpy.ops.reach.symmetrize())
+bpy.ops.object.mode_set(mode="OBJECT")
+right = [c for c in obj.reach_ik.chains if c.tip_bone.endswith(".R")]
+got = {c.tip_bone: [c.weight, c.soft, c.solver, c.target_bone] for c in right}
+print("RESULT " + json.dumps({"result": result, "want": want, "got": got, "bones": [b.name for b in obj.data.bones]}))
+sys.stdout.flush()
+bpy_session.finish(0)
+"""
+
+
+def test_symmetrize_with_many_chain_tips_selected_mirrors_each_chain(tmp_path: Path) -> None:
+    """Issue #35.1: Symmetrize held a chain across `chains.add()`, which may reallocate the collection, so
+    the held item pointed into freed memory (a segfault or a hang with several tips selected). Run in a
+    process whose freed memory glibc poisons (MALLOC_PERTURB_), so a dangling read fails every time instead
+    of by chance: every left chain of Rigify's metarig (fingers included), mirrored at once, lands on the
+    right with its own settings and a mirrored control bone."""
+    cwd = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, MALLOC_PERTURB_="165")
+    try:
+        # The bound is a hang guard far above the ~10 s the run takes, not a speed check (the old code hung).
+        run = subprocess.run(
+            [sys.executable, "-c", _SYMMETRIZE_MANY, str(tmp_path / "sym.blend")],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    except subprocess.TimeoutExpired as hang:
+        pytest.fail(f"Symmetrize hung (no result in {hang.timeout} s)")
+    line = next((ln for ln in run.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    assert line is not None, f"the Symmetrize run died (exit {run.returncode}): {run.stderr[-2000:]}"
+    out = json.loads(line[len("RESULT ") :])
+    assert out["result"] == ["FINISHED"]
+    want, got = out["want"], out["got"]
+    assert len(want) >= 6, f"the set-up made few left-side chains: {sorted(want)}"
+    assert set(got) == set(want), f"mirrored chains {sorted(got)}, expected {sorted(want)}"
+    for tip, (weight, soft, solver) in want.items():
+        assert got[tip][:2] == pytest.approx([weight, soft]) and got[tip][2] == solver, (tip, got[tip])
+        assert got[tip][3].endswith(".R") and got[tip][3] in out["bones"], f"{tip}: control {got[tip][3]!r}"
+
+
+def test_a_pose_past_the_presets_moves_nothing_and_the_report_says_which_limit_grew() -> None:
+    # A kick: the Mixamo demo skeleton's left thigh raised 130 degrees forward (the hip preset allows 110).
+    obj = demo_rigs.humanoid("mixamo", bent=False)
+    rigs.update()
+    pb = obj.pose.bones["mixamorig:LeftUpLeg"]
+    world = obj.matrix_world @ pb.matrix
+    head = world.translation.copy()
+    kick = Matrix.Translation(head) @ Matrix.Rotation(math.radians(-130.0), 4, "X") @ Matrix.Translation(-head)
+    pb.matrix = obj.matrix_world.inverted() @ kick @ world
+    rigs.update()
+    assert rigs.world_tail(obj, "mixamorig:LeftLeg")[2] > rigs.world_head(obj, "mixamorig:LeftUpLeg")[2], "kicked"
+    before = _pose(obj)
+    assert _setup(obj) == {"FINISHED"}
+    rigs.update()
+    after = _pose(obj)
+    worst = max(np.abs(after[n][:3, 3] - before[n][:3, 3]).max() for n in before)
+    assert worst < 1e-4, f"the set-up moved the kicked leg by {worst:.4f}"
+    tail_before = before["mixamorig:LeftLeg"] @ np.array([0.0, obj.data.bones["mixamorig:LeftLeg"].length, 0.0, 1.0])
+    tail_after = after["mixamorig:LeftLeg"] @ np.array([0.0, obj.data.bones["mixamorig:LeftLeg"].length, 0.0, 1.0])
+    assert np.linalg.norm(tail_after - tail_before) < 1e-4
+
+
+def test_the_report_names_the_limits_widened_for_the_pose() -> None:
+    from importlib import import_module
+
+    setup = import_module(f"{ADDON}.operators.setup")
+    character = import_module(f"{ADDON}.core.character")
+    limit_fit = import_module(f"{ADDON}.core.limit_fit")
+    chain = character.ChainSpec("leg.L", 2, 2, "TWO_BONE", "IK-foot.L", np.eye(4))
+    the_plan = character.SetupPlan((chain,), {}, widened={1: limit_fit.Widened(math.radians(21.0), 0.0)})
+    text = setup.limits_summary(the_plan, [chain], ("hips", "thigh", "shin"), (-1, 0, 1), None)
+    assert "thigh cone +21.0°" in text and "current pose" in text

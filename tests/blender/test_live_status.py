@@ -365,3 +365,43 @@ def test_a_chain_removed_from_a_script_gives_the_fk_pose_back_after_update_tag()
     assert np.array_equal(back, fk), f"tagged: the FK pose is back at once ({back} vs {fk})"
     rest_tip = np.array(rig.matrix_world @ rig.data.bones["b2"].tail_local)
     assert np.linalg.norm(rigs.world_tail(rig, "b2") - rest_tip) < 1e-5, "Blender shows the FK (rest) pose"
+
+
+def _constrained_rigs(kind: str) -> tuple[bpy.types.Object, bpy.types.Object, bpy.types.Object, bpy.types.Object]:
+    """As `_two_rigs`, but TA follows B's tip bone through a constraint, not parenting."""
+    b = rigs.chain_rig(3, name="B")
+    tb = rigs.empty("TB", (0.5, 0.2, 2.5))
+    rigs.add_chain(b, "b2", 3, tb, name="lead")
+    b.reach_ik.start_from = "REST"
+    a = rigs.chain_rig(3, name="A")
+    a.location = (1.5, 0.0, 0.0)
+    rigs.update()
+    ta = rigs.empty("TA", (0.9, 0.1, 2.4))
+    con = ta.constraints.new(kind)
+    con.target = b
+    con.subtarget = "b2"
+    if kind == "COPY_LOCATION":
+        con.head_tail = 0.5  # halfway along the bone
+    rigs.update()
+    if kind == "CHILD_OF":
+        # Set Inverse, as the operator does: TA stays where it is, then follows the bone.
+        con.inverse_matrix = (b.matrix_world @ b.pose.bones["b2"].matrix).inverted()
+    rigs.update()
+    rigs.add_chain(a, "b2", 3, ta, name="follow")
+    rigs.update()
+    return a, ta, b, tb
+
+
+@pytest.mark.parametrize("kind", ["CHILD_OF", "COPY_LOCATION", "COPY_TRANSFORMS"])
+def test_target_following_another_rigs_bone_through_a_constraint_in_the_same_update(kind: str) -> None:
+    """Issue 35 item 14: a target that follows another Reach IK rig's bone through Child Of or Copy Location
+    was solved toward where it was (0.29 m off) while its chain said "reached"."""
+    a, ta, b, tb = _constrained_rigs(kind)
+    for k, loc in enumerate(((0.6, 0.3, 2.4), (0.3, -0.2, 2.6), (0.7, 0.1, 2.2))):
+        tb.location = loc
+        rigs.update()  # one update: B solves, and A reaches for where B's solve put TA
+        goal = np.array(ta.evaluated_get(bpy.context.evaluated_depsgraph_get()).matrix_world.translation)
+        assert np.linalg.norm(rigs.world_tail(b, "b2") - np.array(loc)) <= TOL, f"step {k}: B missed"
+        tip = rigs.world_tail(a, "b2")
+        assert np.linalg.norm(tip - goal) <= TOL, f"step {k}: A's tip is {np.linalg.norm(tip - goal):.4g} from TA"
+        _assert_honest(a, f"step {k}")

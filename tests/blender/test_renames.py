@@ -258,3 +258,24 @@ def test_renamed_chain_bone_gives_its_fk_pose_back() -> None:
     _settle()
     back = np.array(obj.pose.bones["mid"].rotation_quaternion)
     assert np.abs(back - np.array(fk, dtype=np.float32)).max() == 0.0, f"FK pose given back exactly: {back}"
+
+
+@pytest.mark.parametrize("refusal", ["non-uniform scale", "tiny scale"])
+def test_moved_while_refused_then_renamed_is_followed(refusal: str) -> None:
+    """Issue 35 item 6: a tip bone moved at rest while the whole armature was refused, then renamed, was never
+    followed (the record still held where it was before the move)."""
+    obj, ch = _solved()
+    obj.scale = (1.0, 2.0, 1.0) if refusal == "non-uniform scale" else (1e-20,) * 3
+    _settle()
+    assert not ch.is_valid
+    _edit(obj)
+    eb = obj.data.edit_bones["b2"]
+    eb.tail = eb.tail + Vector((0.05, 0.0, 0.1))  # moved at rest (its own edit)
+    bpy.ops.object.mode_set(mode="POSE")
+    _settle()
+    obj.data.bones["b2"].name = "hand"  # renamed (another edit)
+    _settle()
+    obj.scale = (1.0, 1.0, 1.0)  # the refusal fixed
+    _settle()
+    assert ch.tip_bone == "hand", f"the rename was not followed: {ch.message}"
+    assert ch.is_valid and _miss(obj, "hand") <= TOL, ch.message

@@ -121,7 +121,7 @@ def test_a_skeleton_that_is_not_a_humanoid_says_why() -> None:
         ("leg", "", "shin"),  # no side: not read as Daz's "l" + "eg"
         ("lowerarm", "", "forearm"),
         ("pelvis.L", "L", "hips"),  # Rigify's pelvis.L is not the hips: callers need a side-less hips
-        ("spine_01", "", ""),
+        ("spine_01", "", "spine"),
     ],
 )
 def test_read_name(name: str, side: str, role: str) -> None:
@@ -228,3 +228,115 @@ def test_plan_bends_knees_forward_and_elbows_back_on_a_straight_limb() -> None:
         sign = 1.0 if widest in {"up", "right"} else -1.0
         assert rest[shin, :3, axis] @ forward * sign < -0.9
         assert math.isclose(float(lim[f"cone_{widest}"]), math.radians(150.0))
+
+
+def _cmu_rows(names: dict[str, str] | None = None, stretch: float = 1.06) -> list[humanoids.Row]:
+    """A CMU-shaped skeleton as Blender's BVH importer makes it (Z up, facing -Y): bones named after the joint
+    at their head, hip joints and collars starting at the body's head, the right side `stretch` times longer
+    (a real actor's sides differ); `names` renames bones (all to 'b<i>' for topology)."""
+    rows: list[humanoids.Row] = [("Hips", "", (0.0, 0.0, 0.0), (0.0, 0.0, 0.1))]
+
+    def chain(
+        parent: str, start: tuple[float, float, float], joints: list[tuple[str, tuple[float, float, float]]]
+    ) -> None:
+        at = start
+        for (name, off), nxt in zip(joints, [*joints[1:], ("", (0.0, 0.0, 0.0))], strict=True):
+            tail = (at[0] + off[0], at[1] + off[1], at[2] + off[2])
+            rows.append((name, parent, at, tail))
+            parent, at = name, tail
+            del nxt
+
+    for side, sx, k in (("Left", 1.0, 1.0), ("Right", -1.0, stretch)):
+        s = side[0]
+        chain(
+            "Hips",
+            (0.0, 0.0, 0.0),
+            [
+                (f"{s}HipJoint", (1.2 * sx, -0.7, -1.6)),
+                (f"{side}Hip", (2.5 * sx * k, 0.0, -6.9 * k)),
+                (f"{side}Knee", (2.4 * sx * k, 0.0, -6.5 * k)),
+                (f"{side}Ankle", (0.15 * sx, -2.2, -0.4)),
+                (f"{side}Toe", (0.0, -1.1, 0.0)),
+            ],
+        )
+    chain(
+        "Hips",
+        (0.0, 0.0, 0.0),
+        [("lowerback", (0.0, 0.0, 2.0)), ("Chest", (0.0, 0.0, 2.0)), ("Chest2", (0.0, 0.0, 0.1))],
+    )
+    chain(
+        "Chest2",
+        (0.0, 0.0, 4.0),
+        [("lowerneck", (0.0, -0.1, 1.6)), ("Neck", (0.0, 0.0, 1.6)), ("Head", (0.0, 0.0, 1.6))],
+    )
+    for side, sx, k in (("Left", 1.0, 1.0), ("Right", -1.0, stretch)):
+        chain(
+            "Chest2",
+            (0.0, 0.0, 4.0),
+            [
+                (f"{side}Collar", (3.0 * sx, 0.0, 1.5)),
+                (f"{side}Shoulder", (0.0, 0.0, -4.3 * k)),
+                (f"{side}Elbow", (0.0, 0.0, -3.3 * k)),
+                (f"{side}Wrist", (0.0, 0.0, 0.1)),
+            ],
+        )
+        rows.append(
+            (f"{side[0].lower()}hand", f"{side}Wrist", rows[-1][2], (rows[-1][2][0], 0.0, rows[-1][2][2] - 0.66))
+        )
+    if names is not None:
+        rows = [(names.get(n, n), names.get(p, p), h, t) for n, p, h, t in rows]
+    return rows
+
+
+def test_cmu_joint_names_are_read_as_the_bones_below_the_joint() -> None:
+    sk = skeleton(_cmu_rows())
+    h = recognise(sk)
+    assert isinstance(h, Humanoid), h
+    assert h.by == "CMU/BVH joint", "the report names the convention truthfully"
+    n = sk.names
+    for side, word in (("L", "Left"), ("R", "Right")):
+        arm, leg = h.arms[side], h.legs[side]
+        assert [n[b] for b in arm.bones] == [f"{word}Shoulder", f"{word}Elbow"], "LeftShoulder is the upper arm"
+        assert n[arm.end] == f"{word}Wrist" and n[arm.clavicle] == f"{word}Collar"
+        assert [n[b] for b in leg.bones] == [f"{word}Hip", f"{word}Knee"], "LeftHip is the thigh"
+        assert n[leg.end] == f"{word}Ankle"
+    assert n[h.hips] == "Hips" and n[h.chest] == "Chest2"
+    assert [n[b] for b in h.spine] == ["lowerback", "Chest", "Chest2"]
+    assert [n[b] for b in h.neck] == ["lowerneck", "Neck", "Head"]
+
+
+def test_mirrored_limbs_a_few_per_cent_apart_are_found_by_topology() -> None:
+    rows = _cmu_rows()
+    anonymous = {r[0]: f"b{i}" for i, r in enumerate(rows)}
+    sk = skeleton(_cmu_rows(anonymous, stretch=1.07))
+    h = recognise(sk)
+    assert isinstance(h, Humanoid), h
+    assert h.by == "topology"
+    ref = recognise(skeleton(rows))
+    assert isinstance(ref, Humanoid)
+    for side in ("L", "R"):
+        assert h.arms[side].bones == ref.arms[side].bones, "arms: the same bones on both sides (no collar)"
+        assert h.legs[side].bones == ref.legs[side].bones
+
+
+@pytest.mark.parametrize(
+    ("names", "label"),
+    [
+        (("upperarm_l", "lowerarm_l", "calf_l", "thigh_l"), "Unreal mannequin"),
+        (("UpperArm_L", "LowerArm_L", "UpperLeg_L", "LowerLeg_L"), "generic"),  # one Unreal-like name is not Unreal
+        (("LeftHip", "RightHip", "LeftKnee", "RightKnee", "LeftElbow", "RightElbow"), "CMU/BVH joint"),
+        (("mixamorig:LeftArm", "mixamorig:LeftLeg"), "Mixamo"),
+    ],
+)
+def test_the_convention_label_is_truthful(names: tuple[str, ...], label: str) -> None:
+    from core.humanoid import convention_of
+
+    assert convention_of(names) == label
+
+
+def test_joint_words_keep_their_own_roles_outside_joint_named_skeletons() -> None:
+    # Mixamo's LeftShoulder is a clavicle, and a Daz or Rigify skeleton never reads `hip` as a thigh.
+    assert read_name("mixamorig:LeftShoulder").role == "clavicle"
+    assert read_name("LeftShoulder", joint_named=True).role == "upper_arm"
+    assert read_name("LeftHip", joint_named=True).role == "thigh"
+    assert read_name("lhand", joint_named=True).role == "hand"

@@ -1,0 +1,176 @@
+"""A bake with Start From 'Current': the first frame's start and which bones carry a frame's result to the
+next (`core.sequence` solves the frames in order; this reads what it needs from Blender).
+
+Live playback starts each frame from the pose Blender shows: a chain bone whose rotation is animated (keys,
+NLA, drivers) shows the frame's animation; one that is not shows the previous frame's result. The bake
+starts the range's first frame from the FK pose there (the rule of `rig/fk.py`: the channels, or the value
+stored when Reach IK last wrote them), so its keys do not depend on the frame that was current.
+"""
+
+from __future__ import annotations
+
+import bpy
+import numpy as np
+from mathutils import Euler, Matrix, Quaternion, Vector
+from numpy.typing import NDArray
+
+from ..core.live import Program
+from ..core.model import ChainOutcome, Inputs, Plan, RigReport, Snapshot, Solved
+from ..core.sequence import merge_outcomes
+from . import anim, armature, fk
+
+F64 = NDArray[np.float64]
+
+
+def animated_rotations(obj: bpy.types.Object) -> set[str]:
+    """Names of the bones whose rotation channels the armature's animation sets (action, NLA, drivers)."""
+    ad = obj.animation_data
+    if ad is None:
+        return set()
+    paths: list[str] = [d.data_path for d in ad.drivers]
+    actions = [ad.action] if ad.action is not None else []
+    actions += [s.action for t in ad.nla_tracks if not t.mute for s in t.strips if s.action is not None]
+    for action in actions:
+        paths += [fc.data_path for fc in anim.all_fcurves(action, obj)]
+    out = set()
+    prefix = 'pose.bones["'
+    for path in paths:
+        if path.startswith(prefix) and '"].rotation_' in path:
+            out.add(path[len(prefix) : path.index('"].rotation_')].replace('\\"', '"').replace("\\\\", "\\"))
+    return out
+
+
+def fk_raw(obj: bpy.types.Object, names: tuple[str, ...], bones: list[int], channels: armature.Channels) -> fk.F32:
+    """(n, 4) the FK rotation values of `bones` in their own modes, as `channels` hold them (`fk.Store.fk`)."""
+    modes = armature.rotation_mode_values(obj)[bones].tolist()
+    raw = fk.raw_rotations(channels, bones, modes)
+    sy = channels["scale"][bones, 1].copy()
+    return fk.Store.read(obj).fk([names[b] for b in bones], modes, raw, sy)[0]
+
+
+def first_start(
+    obj: bpy.types.Object, names: tuple[str, ...], plan: Plan, channels: armature.Channels
+) -> tuple[dict[int, F64], set[int]]:
+    """(bone -> (3,3) FK basis rotation of every chain bone, as `channels` hold it; the chain bones whose
+    rotation is not animated, which each frame starts from the previous frame's result)."""
+    bones = sorted({b for g in plan.groups for b in g.bones})
+    if not bones:
+        return {}, set()
+    modes = armature.rotation_mode_values(obj)[bones].tolist()
+    basis = fk.basis_rotations(fk_raw(obj, names, bones, channels), modes)
+    animated = animated_rotations(obj)
+    return {b: basis[k] for k, b in enumerate(bones)}, {b for b in bones if names[b] not in animated}
+
+
+_CHANNEL = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}
+
+
+def _basis4(mode: str, raw: list[float], loc: Vector, scale: Vector) -> Matrix:
+    """A bone's matrix_basis from its channels (as Blender builds it: translation, rotation, scale)."""
+    if mode == "QUATERNION":
+        rot = Quaternion(raw).normalized().to_matrix()
+    elif mode == "AXIS_ANGLE":
+        axis = Vector(raw[1:4])
+        rot = Quaternion(axis.normalized(), raw[0]).to_matrix() if axis.length > 0.0 else Matrix.Identity(3)
+    else:
+        rot = Euler(raw[:3], mode).to_matrix()
+    return Matrix.LocRotScale(loc, rot, scale)
+
+
+def solve_live_order(
+    obj: bpy.types.Object,
+    snap: Snapshot,
+    inputs: Inputs,
+    report: RigReport,
+    channels_before: armature.Channels,
+) -> Solved | None:
+    """Frames solved in order with the live program (`core.live.Program`, live playback's own solver), each
+    from the pose the frame before left: the cheap way for a plain rig whose armature is not animated (the
+    bake's fast read gave one pose for every frame: `inputs.static`). None when the rig is not such a rig
+    (`Program.build` says why), for `core.sequence.solve_in_order` to do it.
+
+    The pose each frame starts from is worked out from the channels the previous frame wrote, bone by bone
+    from the root (Blender's ``parent @ rest_rel @ basis``), for the bones the program reads."""
+    if not inputs.static or inputs.influence or inputs.preset:
+        return None
+    sk, plan = snap.sk, snap.plan
+    mode_values = armature.rotation_mode_values(obj)
+    modes = [armature.MODE_NAMES[v] for v in mode_values.tolist()]
+    program = Program.build(snap, modes)
+    if isinstance(program, str):
+        return None
+    chains = [c.index for g in plan.groups for c in g.chains]
+    order = program.closure(chains)
+    bones = sorted({b for g in plan.groups for b in g.bones}, key=lambda b: (int(sk.depth[b]), b))
+    channels = {k: v.copy() for k, v in channels_before.items() if k.startswith("rotation_")}
+    # The first frame starts from the FK pose.
+    start = fk_raw(obj, sk.names, bones, channels_before)
+    fk.put_raw_rotations(channels, bones, [int(mode_values[b]) for b in bones], start)
+    # Every bone the program reads and the bones above them, parents first; a bone in no chain keeps its
+    # place relative to its parent as read (the armature is not animated), a chain bone is re-posed.
+    parents = sk.parent.tolist()
+    need: set[int] = set()
+    for link in program.links:
+        for b in (*link.bones, link.parent):
+            while b >= 0 and b not in need:
+                need.add(b)
+                b = parents[b]
+    need_order = sorted(need, key=lambda b: (int(sk.depth[b]), b))
+    if not all(bool(sk.inherits[b]) for b in need_order if parents[b] >= 0):
+        return None  # a bone that does not inherit its parent's rotation or full scale: the core's own kinematics
+    # From rest data and channels alone (not the pose read, which the frame that was current left): the keys do
+    # not depend on it. Blender: pose = parent pose @ rest_rel4 @ basis (a connected bone ignores its location).
+    rest_rel4 = [Matrix(m.tolist()) for m in sk.rest_rel4]
+    locations = channels_before["location"]
+    scales = channels_before["scale"]
+    fixed = {
+        b: (
+            Vector((0.0, 0.0, 0.0)) if bool(sk.connected[b]) else Vector(locations[b].tolist()),
+            Vector(scales[b].tolist()),
+        )
+        for b in need_order
+    }
+    pose: dict[int, Matrix] = {}
+    chain_set = set(bones)
+    # Only chain bones and the bones below one change from frame to frame; the others are posed once.
+    moving: list[int] = []
+    for b in need_order:
+        p = parents[b]
+        if b in chain_set or (p >= 0 and p in moving):
+            moving.append(b)
+    attrs = {b: _CHANNEL.get(modes[b], "rotation_euler") for b in need_order}
+
+    def repose(which: list[int]) -> None:
+        for b in which:
+            loc, scale = fixed[b]
+            m = rest_rel4[b] @ _basis4(modes[b], channels[attrs[b]][b].tolist(), loc, scale)
+            p = parents[b]
+            pose[b] = m if p < 0 else pose[p] @ m
+
+    repose(need_order)
+    n_frames = inputs.pose.shape[0]
+    raws = np.zeros((n_frames, len(bones), 4), dtype=np.float32)
+    rows = [(k, channels[attrs[b]], b) for k, b in enumerate(bones)]
+    outcomes: dict[int, list[ChainOutcome]] = {}
+    with_pole = [i for i in chains if i in inputs.poles]
+    # Every frame's matrices as nested lists once (numpy -> Matrix one frame at a time costs more).
+    target_rows = {i: inputs.targets[i].tolist() for i in chains}
+    pole_rows = {i: inputs.poles[i].tolist() for i in with_pole}
+    world_rows = inputs.world.tolist()
+    angle_rows = {i: a.tolist() for i, a in inputs.pole_angles.items()}
+    for f in range(n_frames):
+        targets = {i: Matrix(target_rows[i][f]) for i in chains}
+        poles = {i: Matrix(pole_rows[i][f]) for i in with_pole}
+        angles = {i: float(a[f]) for i, a in angle_rows.items()}
+        result = program.solve(order, pose.__getitem__, Matrix(world_rows[f]), targets, poles, angles, channels)
+        for i, o in result.outcomes.items():
+            outcomes.setdefault(i, []).append(o)
+        out = raws[f]
+        for k, channel, b in rows:
+            row = channel[b]
+            out[k, : row.shape[0]] = row
+        repose(moving)
+    for i, outs in outcomes.items():
+        report.outcomes[i] = merge_outcomes(outs)
+    flat = fk.basis_rotations(raws.reshape(-1, 4), [int(mode_values[b]) for b in bones] * n_frames)
+    return Solved(bones, flat.reshape(n_frames, len(bones), 3, 3))
