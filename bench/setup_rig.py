@@ -8,9 +8,11 @@ chains switched off and an IK constraint per chain (chain length as Reach's, tar
 bones, no limits), so both pay for the same control bones and follow constraints.
 
 Each update (a drag) moves the controls of the workload, then calls `view_layer.update()` twice, as
-`bench/live.py` does; a playback frame is one `scene.frame_set()`. Every row prints the median, p95 and max
-per update of both sides, the median's and p95's ratio, the worst tip-to-control distance of Reach's side
-(from the evaluated pose) and Reach's own handler time (median and max).
+`bench/live.py` does; a playback frame is one `scene.frame_set()`. The mocap rows set up the CMU armature
+itself when Set Up Character takes it (`cmu_rig`, the clip's own frames), else the keyed Mixamo stand-in.
+Every row prints the median, p95 and max per update of both sides, the median's and p95's ratio, the worst
+tip-to-control distance of Reach's side (from the evaluated pose) and Reach's own handler time (median and
+max).
 """
 
 from __future__ import annotations
@@ -265,8 +267,10 @@ def cmu_rig(frames: int, mode: str, limits: bool) -> bpy.types.Object | None:
     pbs = mocap.pose.bones
     keyed = [(ch.target_bone, ch.tip_bone) for ch in settings.chains if ch.target_bone]
     tips: dict[str, list[Vector]] = {bone: [] for bone, _ in keyed}
-    for f in range(frames):
-        scene.frame_set(1 + CLIP_STEP * f)
+    # The clip's own frames (its action plays on the armature, root motion included): the controls keyed
+    # where the action puts the tips on the same frame.
+    for f in range(1, frames + 1):
+        scene.frame_set(f)
         for bone, tip in keyed:
             tips[bone].append(pbs[tip].tail.copy())
     for bone, _tip in keyed:
