@@ -6,13 +6,17 @@ their ratio, how far the baked pose is from the live one (the largest distance o
 from where the live solve put it, over 25 frames), how far the tips are from the targets when the bake
 is replayed with IK off, and the time of a re-bake of the same range into the action the bake wrote.
 
+`--rig mocap`: the CMU walk in `../shared/data/mocap/` on the rig Set Up Character makes, with its limits and
+without (`bench/setup_rig.py`; the set-up Mixamo humanoid's controls keyed from the clip while Set Up Character
+refuses CMU's skeleton), against `nla.bake` over Blender's IK on the same skeleton.
+
 `--rig spider`: the demo's spider instead, eight 3-bone legs sharing the body (one FABRIK tree for Reach IK,
 whose frames a bake solves in one batch; eight IK constraints for Blender), its legs waving.
 
 `--start-from CURRENT`: each frame starts from the previous frame's result, live and baked (the bake then
 solves the frames one after another, `core/sequence.py`); the live pose is played on every frame.
 
-    .venv/bin/python bench/bake.py [--frames 250] [--rig character|spider] [--start-from REST|CURRENT]
+    .venv/bin/python bench/bake.py [--frames 250] [--rig character|spider|mocap] [--start-from REST|CURRENT]
 """
 
 from __future__ import annotations
@@ -154,9 +158,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--frames", type=int, default=250)
     parser.add_argument("--repeats", type=int, default=3, help="bakes of each kind, alternating (default 3)")
-    parser.add_argument("--rig", choices=("character", "spider"), default="character")
+    parser.add_argument("--rig", choices=("character", "spider", "mocap"), default="character")
     parser.add_argument("--start-from", choices=("REST", "CURRENT"), default="REST")
     args = parser.parse_args()
+    if args.rig == "mocap":
+        bpy_session.enable_addon()
+        sys.path.insert(0, str(ROOT / "bench"))
+        import setup_rig
+
+        setup_rig.bake_rows(args.frames, args.repeats)
+        bpy_session.finish(0)
     global RIG, START_FROM
     RIG, START_FROM = args.rig, args.start_from
     bpy_session.enable_addon()

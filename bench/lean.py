@@ -24,7 +24,10 @@ The residual columns are the worst tip-to-target distance (world units, from the
 chains the stand-in solves, on both sides: the limbs rows measure the limbs only. "handler ms" is the
 stand-in's own time per update.
 
-    .venv/bin/python bench/lean.py [--rounds 40] [--repeats 3]
+`--setup`: the rig Set Up Character makes, one hand's control bone dragged (`bench/lean_setup.py`): the floor
+for bone controls in the same armature, against Blender's IK on the same set-up rig.
+
+    .venv/bin/python bench/lean.py [--rounds 40] [--repeats 3] [--setup]
 """
 
 from __future__ import annotations
@@ -356,9 +359,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--setup", action="store_true", help="the set-up rig's one-hand drag (bench/lean_setup.py)")
     args = parser.parse_args()
     live.bpy_session.enable_addon()
     live.bpy_session.submodule("rig.live").unregister()  # only the stand-in runs
+    if args.setup:
+        import lean_setup
+
+        lean_setup.run(args.rounds, args.repeats)
+        live.bpy_session.finish(0)
     print(
         f"bench/lean.py on bpy {bpy.app.version_string}; median of {args.rounds} warm updates, "
         f"best of {args.repeats} alternating runs of each side"

@@ -7,12 +7,17 @@ evaluated, solved pose. Prints medians, the time ratio, the worst tip-to-target 
 measured from the evaluated pose) and Reach's own share of its update: the time in its depsgraph handler,
 steadier than the whole update (whose Blender part moves with the machine's load), for comparing changes.
 
+Cases (d), (d4), (d5), (d0) and (m), (m0) are the rig one click of Set Up Character makes (`bench/setup_rig.py`):
+the Mixamo-named humanoid of the tests dragged (one hand; four limbs; chest and head; one hand without limits)
+and the CMU walk in `../shared/data/mocap/` played back (with and without limits), each per update: median,
+p95 and max against Blender's IK on the same skeleton. `--only d,d4,d5,m` runs them; the default runs all.
+
 `--floor` measures what any Python live solver pays before it solves anything, on the same rigs and
 targets: no handler at all, a do-nothing `depsgraph_update_post` handler, and a minimal one that reads the
 pose with foreach_get, writes one rotation channel with foreach_set and tags the armature (Reach's tag) so
 Blender re-evaluates the pose, against Blender's IK constraint.
 
-    .venv/bin/python bench/live.py [--rounds 40] [--repeats 3] [--floor] [--only a,a1,b]
+    .venv/bin/python bench/live.py [--rounds 40] [--repeats 3] [--floor] [--only a,a1,b,d,d4,d5,d0,m,m0] [--frames 240]
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ import numpy as np  # noqa: E402
 from mathutils import Vector  # noqa: E402
 
 from demo import rigs  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "bench"))
+import setup_rig  # noqa: E402  (bench/setup_rig.py: the set-up character's cases)
 
 
 def fresh() -> None:
@@ -443,7 +451,10 @@ def main() -> None:
     parser.add_argument("--full-body", action="store_true", help="only Full Body on and off (#34; full_body())")
     parser.add_argument("--floor", action="store_true", help="the cost of a Python handler that does not solve")
     parser.add_argument("--idle", action="store_true", help="only the idle cost per rig (1, 10, 50 rigs)")
-    parser.add_argument("--only", default="", help="the cases to run, by their letters: a,a1,a2,b,c (default: all)")
+    parser.add_argument(
+        "--only", default="", help="the cases to run, by their letters: a,a1,a2,b,c,d,d4,d5,d0,m,m0 (default: all)"
+    )
+    parser.add_argument("--frames", type=int, default=240, help="frames of the mocap clip played in (m)")
     args = parser.parse_args()
     bpy_session.enable_addon()
     print(
@@ -457,9 +468,12 @@ def main() -> None:
         ("(b) 100 chains x 10 bones", many_chains, 0.2, {}, 1.0),
         ("(c) one chain of 50 bones", long_chain, 0.06, {"tolerance": 1e-4, "max_iterations": 200}, None),
     ]
+    setup_cases = ["d", "d4", "d5", "d0", "m", "m0"]
     if args.only:
-        wanted = {f"({name.strip()})" for name in args.only.split(",")}
+        letters = [name.strip() for name in args.only.split(",")]
+        wanted = {f"({name})" for name in letters}
         cases = [case for case in cases if case[0].split()[0] in wanted]
+        setup_cases = [name for name in setup_cases if name in letters]
     if args.floor:
         floor([(label, build, amp) for label, build, amp, _, _ in cases], args.rounds)
         bpy_session.finish(0)
@@ -473,7 +487,7 @@ def main() -> None:
         f"{'case':30} {'Reach ms':>9} {'Blender ms':>10} {'ratio':>7} {'goal':>7} {'Reach res':>10} "
         f"{'Blender res':>11} {'handler ms':>10}"
     )
-    for label, build, amp, reach, goal in cases:
+    for label, build, amp, reach, goal in cases if cases else ():
         # Alternating, so a burst of load on a shared machine hits both sides; the best run of each (the one
         # least disturbed) is compared.
         runs = [(run(build, "reach", args.rounds, amp, reach), run(build, "blender", args.rounds, amp, {}))]
@@ -489,6 +503,8 @@ def main() -> None:
             f"{label:30} {ours['ms']:9.3f} {ref['ms']:10.3f} {ratio:7.2f} {goal_s:>7} "
             f"{ours['res']:10.2e} {ref['res']:11.2e} {ours['handler']:10.3f}"
         )
+    if setup_cases:
+        setup_rig.run_cases(setup_cases, args.rounds, args.repeats, args.frames)
     if not args.only:
         idle((1, 10, 50), max(args.rounds, 100))
     bpy_session.finish(0)

@@ -40,12 +40,15 @@ from ..solvers.scalar._chain import (
     BoneLimit,
     Chain,
     Step,
+    bend_side,
     fabrik_step,
     fabrik_step_limited,
     make_ccd_step,
     solve_chains,
     two_bone,
 )
+from ..solvers.scalar._closed import applies, two_bone_limited
+from ..solvers.two_bone import solve_two_bone
 from ..solvers.types import CONVERGED, STALLED, STATUS_NAMES, UNREACHABLE, ZERO_LENGTH, ChainProblem
 from . import convert
 from .batch import solver_for, turn_about
@@ -100,6 +103,7 @@ class Link:
     step: Step | None  # None: two-bone, solved analytically
     tip_length: float
     channel: list[tuple[str, str]]  # each bone's (channel attribute, rotation mode)
+    joint: JointLimits | None = None  # the limits as the numpy solvers take them (two-bone under limits)
     below: list[int] = field(default_factory=list)  # links hanging below this one's bones, by level
 
 
@@ -210,6 +214,7 @@ class Program:
                     step=step,
                     tip_length=float(snap.lengths[c.bones[-1]]),
                     channel=channel,
+                    joint=joint if step is None else None,
                 )
             )
         prog = cls(snap, links, modes)
@@ -309,6 +314,10 @@ class Program:
                     solved, iterations, code = None, 0, UNREACHABLE
                 else:
                     solved, iterations, code = two_bone(chain, keep[0] @ shape.offsets[0]), 0, CONVERGED
+                    if limited:
+                        solved = self._limited_two_bone(
+                            link, shape, chain, solved, keep, base, pole_at, root, tolerance
+                        )
             else:
                 head = Vector()
                 relative = [[0.0, 0.0, 0.0]]
@@ -476,6 +485,54 @@ class Program:
             frames_out.append(local_rotations(solved, parents, batch.rest_rel).reshape(k * n, 3, 3))
         basis = np.concatenate(frames_out)[many.at][None]
         return many.bones, basis, outcomes
+
+    def _limited_two_bone(
+        self,
+        link: Link,
+        shape: Chain,
+        chain: Chain,
+        solved: list[Quaternion],
+        keep: list[Quaternion],
+        base: Quaternion,
+        pole_at: list[float] | None,
+        root: tuple[float, float, float],
+        tolerance: float,
+    ) -> list[Quaternion]:
+        """A two-bone limb whose analytic pose the limits moved off its target: solved again as the full
+        solve solves it (`solvers.two_bone`: the closed form under limits, then the global stage for what
+        it leaves), on a one-chain problem relative to the root, so the program and the full solve agree."""
+        tip = solved[0] @ shape.offsets[0] + solved[1] @ shape.offsets[1]
+        if math.dist(_xyz(tip), chain.target64) <= tolerance:
+            return solved
+        # The closed form on mathutils first (as the scalar solver); only what it leaves takes the numpy
+        # solve with its global stage.
+        if applies(chain):
+            closed, settled = two_bone_limited(chain, bend_side(chain, keep[0] @ shape.offsets[0]))
+            if settled:
+                return closed
+        offsets = np.array([_xyz(o) for o in shape.offsets], dtype=np.float64)[None]
+        frames = np.array([_rows(q.to_matrix()) for q in keep], dtype=np.float64)[None]
+        positions = np.zeros((1, 3, 3))
+        positions[0, 1] = frames[0, 0] @ offsets[0, 0]
+        positions[0, 2] = positions[0, 1] + frames[0, 1] @ offsets[0, 1]
+        poles = None
+        if pole_at is not None:
+            poles = (np.asarray(pole_at, dtype=np.float64) - np.asarray(root))[None]
+        problem = ChainProblem.trusted(
+            positions,
+            frames,
+            offsets,
+            np.asarray(link.ref_rows, dtype=np.float64)[None],
+            np.array(_rows(base.to_matrix()), dtype=np.float64)[None],
+            np.asarray(chain.target64, dtype=np.float64)[None],
+            poles,
+            link.joint,
+            tolerance,
+            int(self.snap.settings.max_iterations),
+            self.snap.settings.roll_mode,
+        )
+        result = solve_two_bone(problem)
+        return [Matrix(f.tolist()).to_quaternion() for f in result.frames[0]]
 
     def _shape(self, link: Link, mats: list[Matrix], base: Quaternion) -> Chain:
         """The chain's local geometry (offsets, lengths, reference frames, limits) from its bones' pose."""

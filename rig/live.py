@@ -31,6 +31,7 @@ from ..core import solve as core
 from ..core.checks import check_inputs
 from ..core.live import Program
 from ..core.model import ChainOutcome, Group, Plan, RigReport, Skeleton, Snapshot
+from ..solvers import search
 from ..solvers.scalar import SCALAR_MAX_CHAINS
 from . import armature, cache, fk, follow, renames
 from .chains import system_override
@@ -42,6 +43,10 @@ _busy = False
 # Whether updates that move only targets and poles take the compiled program (`_lean`). Tests and
 # bench/live.py turn it off to compare with the full path; nothing else does.
 use_program = True
+# Seconds of the global stage per rig and update of a drag (None: unbounded). Bounded, a search under limits
+# that bind goes on over the next updates, so where it lands depends on how the clock cut it: tests that
+# compare live poses for equality set None.
+stage_budget: float | None = search.LIVE_BUDGET
 _suspended: set[int] = set()  # session_uid of armatures being baked: the bake solves them itself
 # True while a render (or an export) plays the keys rig/render.py recorded: nothing is solved or given back
 # meanwhile, since in the GUI the render thread evaluates the same data.
@@ -849,9 +854,14 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
                 continue
             try:
                 lean = use_program and updated is not None and not dirty and not follows and uid not in leaders
-                if lean and _lean(obj, uid, updated):  # type: ignore[arg-type]  # `lean` says updated is a set
-                    continue
-                _solve_live(obj, moved, uid in leaders)
+                # The global stage within a budget per rig and update; a search the budget cut goes on in the
+                # next update (the rig is solved again then, whatever moved).
+                # Frame changes solve unbounded: playback poses as the render and the bake do.
+                with search.budget(stage_budget if updated is not None else None) as spent:
+                    if not (lean and _lean(obj, uid, updated)):  # type: ignore[arg-type]  # a set, if lean
+                        _solve_live(obj, moved, uid in leaders)
+                if spent.cut:
+                    _carry_on_later(uid)
             except Exception:
                 # One rig's failure never stops the others; print each distinct failure once.
                 text = traceback.format_exc()
@@ -919,6 +929,32 @@ _HANDLERS = (
 )
 
 
+_carrying: set[int] = set()
+
+
+def _carry_on_later(uid: int) -> None:
+    """The budget cut a search of rig `uid`: solve it again (its inputs stand still) after this update, from
+    a timer (tagging it inside the handler would not make Blender evaluate it again)."""
+    cache.fingerprints.pop(uid, None)
+    cache.dirty.add(uid)
+    _carrying.add(uid)
+    if not bpy.app.timers.is_registered(carry_on):
+        bpy.app.timers.register(carry_on, first_interval=0.0)
+
+
+def carrying() -> bool:
+    """Whether some rig's search was cut by the live budget and waits for `carry_on`."""
+    return bool(_carrying)
+
+
+def carry_on() -> None:
+    """Tag the rigs whose search the live budget cut, so the next evaluation solves them on (a timer)."""
+    uids, _carrying_now = set(_carrying), _carrying.clear()
+    for obj in bpy.data.objects:
+        if obj.session_uid in uids:
+            obj.update_tag()
+
+
 def register() -> None:
     for kind, fn in _HANDLERS:
         getattr(bpy.app.handlers, kind).append(fn)
@@ -930,4 +966,8 @@ def unregister() -> None:
         handlers = getattr(bpy.app.handlers, kind)
         while fn in handlers:
             handlers.remove(fn)
+    if bpy.app.timers.is_registered(carry_on):
+        bpy.app.timers.unregister(carry_on)
+    _carrying.clear()
+    search.forget()
     cache.clear(keep_stats=False)

@@ -32,6 +32,11 @@ bend) then has its pose turned into the hint's half-plane where the root bone's 
 
 from __future__ import annotations
 
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Final
 
 import numpy as np
@@ -68,6 +73,91 @@ _FREE_SWING: Final = 1.0
 """Largest swing (rad) of a random start for a bone without a cone."""
 _EPS: Final = 1e-9
 _EYE: Final = np.eye(3)
+
+LIVE_BUDGET: Final = 0.002
+"""Seconds of the global stage per live update of a rig (`budget`): what a drag may spend on it."""
+_STARTS_PER_ROUND: Final = 3
+"""Pseudo-random starts tried per chain in one budgeted update, at most."""
+_MEMO_SIZE: Final = 256
+MAX_ROUNDS: Final = 60
+"""Budgeted updates a target gets at most (about 120 ms of search in all); then it counts as out of reach."""
+_deadline: float | None = None
+_seconds = LIVE_BUDGET
+_cut = False
+_rounds: OrderedDict[bytes, int] = OrderedDict()
+_tried: OrderedDict[bytes, int] = OrderedDict()
+_progress: OrderedDict[bytes, tuple[F64, int]] = OrderedDict()
+_best: OrderedDict[bytes, F64] = OrderedDict()
+_own_done: OrderedDict[bytes, int] = OrderedDict()
+_iterations_done = 0
+"""Budgeted live updates: how many pseudo-random starts a chain's target (with its chain) has had, all in
+vain. The next update toward the same target goes on from there; a target that had them all is out of reach
+under the limits and is not searched from scratch again (its own pose still descends, within the budget)."""
+
+
+class Budget:
+    """What a budgeted solve left: ``cut`` when the deadline stopped a search that had more to try (the
+    caller solves again in a next update to go on)."""
+
+    cut = False
+
+
+@contextmanager
+def budget(seconds: float | None = LIVE_BUDGET) -> Iterator[Budget]:
+    """Bound the global stage to ``seconds`` (from now) for the solves inside: the descents stop at the
+    deadline, the pseudo-random starts go ``_STARTS_PER_ROUND`` at a time while time remains and go on in
+    the next update toward the same target. For live updates only: a bounded solve depends on the clock,
+    so bakes and renders, which must be functions of their input, solve unbounded."""
+    global _deadline, _cut, _seconds
+    previous, previous_cut, previous_seconds = _deadline, _cut, _seconds
+    # The clock starts when the stage does (`_start_clock`): the solvers before it take what they take.
+    # None: unbounded inside (a frame change), whatever encloses it.
+    _deadline, _cut, _seconds = (None if seconds is None else math.inf), False, seconds or 0.0
+    out = Budget()
+    try:
+        yield out
+    finally:
+        out.cut = _cut
+        _deadline, _cut, _seconds = previous, previous_cut, previous_seconds
+
+
+def forget() -> None:
+    """Drop what budgeted updates remember of their targets (the add-on unregistered, a file loaded)."""
+    _rounds.clear()
+    _tried.clear()
+    _progress.clear()
+    _best.clear()
+    _own_done.clear()
+
+
+def _start_clock() -> None:
+    """The first search inside a `budget` starts its clock."""
+    global _deadline
+    if _deadline == math.inf:
+        _deadline = time.perf_counter() + _seconds
+
+
+def _remember(memo: OrderedDict[bytes, int], key: bytes, value: int) -> None:
+    memo[key] = value
+    memo.move_to_end(key)
+    while len(memo) > _MEMO_SIZE:
+        memo.popitem(last=False)
+
+
+def _out_of_time() -> bool:
+    return _deadline is not None and time.perf_counter() > _deadline
+
+
+def _key(batch: ChainBatch, row: int) -> bytes:
+    """What identifies a chain's search problem across updates: its target, geometry and limits."""
+    # Rounded: the live reads come through float32, and a target that stands still must keep its key.
+    scale = 1e-5 * max(float(batch.total_length[row]), 1e-12)
+    parts = [np.round(batch.targets[row] / scale), np.round(batch.offsets[row] / scale)]
+    lim = batch.limits
+    if lim is not None:
+        parts += [np.round(lim.cone[row], 5), np.round(lim.twist[row], 5), lim.use_cone[row], lim.use_twist[row]]
+    # (+ 0.0 turns -0.0 into 0.0: the same number, other bytes.)
+    return b"".join(np.ascontiguousarray(np.asarray(p, dtype=np.float64) + 0.0).tobytes() for p in parts)
 
 
 def local_rotations(batch: ChainBatch, frames: F64) -> F64:
@@ -186,7 +276,13 @@ def descend(batch: ChainBatch, local: F64, groups: I64, tolerance: float, iterat
     mobility = _mobility(batch.limits, a, n)
     done = np.zeros(int(groups.max()) + 1, dtype=np.bool_)
     rows = np.arange(a)
+    global _cut, _iterations_done
+    _iterations_done = 0
     for _ in range(iterations):
+        if _deadline is not None and _out_of_time():
+            _cut = True
+            break
+        _iterations_done += 1
         done[groups[best <= tolerance]] = True
         rows = rows[~done[groups[rows]] & (mu[rows] < _MU_MAX)]
         if rows.size == 0:
@@ -264,14 +360,92 @@ def search(
         than ``frames``: those chains keep ``frames``), their joint positions ``(A, N+1, 3)``, and which
         chains improved ``(A,)``.
     """
+    if _deadline is not None:
+        return _budgeted_search(batch, frames, tolerance, starts, iterations)
+    return _search(batch, frames, tolerance, starts, iterations)
+
+
+def _budgeted_search(
+    batch: ChainBatch, frames: F64, tolerance: float, starts: int, iterations: int
+) -> tuple[F64, F64, Bools]:
+    """:func:`search` within the live budget: each target's search goes on where it stopped, a target out of
+    reach (every start tried, or ``MAX_ROUNDS`` updates) is not searched again and gets the best pose its
+    search found (`_best`), so it is posed alike whenever it comes back; a target reached is forgotten."""
+    _start_clock()
+    a = frames.shape[0]
+    keys = [_key(batch, row) for row in range(a)]
+    rounds = np.array([_rounds.get(key, 0) for key in keys])
+    live = (rounds < MAX_ROUNDS) & np.array([_tried.get(key, 0) < starts for key in keys], dtype=np.bool_)
+    found, positions = frames.copy(), frame_positions(batch, frames)
+    before = norms(positions[:, -1] - batch.targets)
+    rows = np.flatnonzero(live)
+    if rows.size:
+        # The own pose descends in a target's first update only: after it, the pose written is where that
+        # descent ended, and the budget goes to the pseudo-random starts.
+        f, p, _imp = _search(batch.take(rows), frames[rows], tolerance, starts, iterations, [keys[r] for r in rows])
+        found[rows], positions[rows] = f, p
+    for row, key in enumerate(keys):
+        sub = batch.take(np.array([row]))
+        kept = _best.get(key)
+        if kept is not None:
+            k_frames, _refs = chain_frames(sub, kept[None])
+            k_positions = frame_positions(sub, k_frames)
+            if norms(k_positions[:, -1] - sub.targets)[0] < norms(positions[row : row + 1, -1] - sub.targets)[0]:
+                found[row], positions[row] = k_frames[0], k_positions[0]
+        if norms(positions[row : row + 1, -1] - sub.targets)[0] <= tolerance:
+            for memo in (_rounds, _tried, _progress, _best, _own_done):
+                memo.pop(key, None)
+        else:
+            _remember(_rounds, key, int(rounds[row]) + 1)
+            _best[key] = local_rotations(sub, found[row][None])[0]
+            _best.move_to_end(key)
+            while len(_best) > _MEMO_SIZE:
+                _best.popitem(last=False)
+    improved = norms(positions[:, -1] - batch.targets) < before
+    found[~improved] = frames[~improved]
+    positions[~improved] = frame_positions(batch.take(~improved), frames[~improved])
+    return found, positions, improved
+
+
+def _search(
+    batch: ChainBatch, frames: F64, tolerance: float, starts: int, iterations: int, keys: list[bytes] | None = None
+) -> tuple[F64, F64, Bools]:
+    """:func:`search` for chains to search (a budgeted update's out-of-reach chains left out; ``keys``: their
+    targets' keys when budgeted: the own pose descends until a descent of it ends within the budget)."""
+    global _cut
+    fresh = None if keys is None else np.array([key not in _own_done for key in keys], dtype=np.bool_)
     a, n = frames.shape[:2]
     # First from the chain's own pose alone: most chains reach from there (92-97 % of the harsh suite), and
     # a pose found near the solver's keeps a chain continuous from frame to frame and a bake near live
     # playback. Only the chains still short take the pseudo-random starts, which can land anywhere.
     own = project(_orthonormal(local_rotations(batch, frames)), batch.limits)
-    _local, found, positions, best = descend(batch, own, np.arange(a), tolerance, iterations)
+    global _deadline
+    deadline = _deadline
+    if deadline is not None:
+        # Live: the own pose's descent takes half the time left, the starts (which go on next time) the rest.
+        _deadline = time.perf_counter() + 0.5 * max(deadline - time.perf_counter(), 0.0)
+    cut_before, _cut = _cut, False
+    try:
+        if fresh is None or fresh.all():
+            _local, found, positions, best = descend(batch, own, np.arange(a), tolerance, iterations)
+        else:
+            found, positions = frames.copy(), frame_positions(batch, frames)
+            best = norms(positions[:, -1] - batch.targets)
+            if fresh.any():
+                rows = np.flatnonzero(fresh)
+                _l, found[rows], positions[rows], best[rows] = descend(
+                    batch.take(rows), own[rows], np.arange(rows.size), tolerance, iterations
+                )
+    finally:
+        _deadline = deadline
+        own_cut, _cut = _cut, cut_before or _cut
+    if keys is not None and fresh is not None and not own_cut:
+        for key in (k for k, f in zip(keys, fresh.tolist(), strict=True) if f):
+            _remember(_own_done, key, 1)
     short = np.flatnonzero(best > tolerance)
-    if short.size and starts:
+    if short.size and starts and _deadline is not None:
+        _budgeted_starts(batch, short, found, positions, best, tolerance, starts, iterations)
+    elif short.size and starts:
         rows = np.repeat(np.arange(short.size), starts)
         sub = batch.take(short).take(rows)
         local = random_locals(np.random.default_rng(SEARCH_SEED), sub.limits, sub.size, n)
@@ -287,6 +461,56 @@ def search(
     if batch.hinted is not None:
         _toward_hint(batch, found, positions, batch.hinted & improved, tolerance)
     return found, positions, improved
+
+
+def _budgeted_starts(
+    batch: ChainBatch,
+    short: I64,
+    found: F64,
+    positions: F64,
+    best: F64,
+    tolerance: float,
+    starts: int,
+    iterations: int,
+) -> None:
+    """The pseudo-random starts of ``search`` within the live budget, in place: each chain goes on where its
+    target's search stopped in the last update (`_tried`: the starts used up; `_progress`: the descent the
+    deadline cut), one start at a time while time remains."""
+    global _cut
+    n = batch.n_bones
+    for row in short.tolist():
+        key = _key(batch, row)
+        chain = batch.take(np.array([row]))
+        while True:
+            if _out_of_time():
+                _cut = True
+                return
+            done = _tried.get(key, 0)
+            if done >= starts:
+                break  # every start failed: out of reach under the limits (not searched again)
+            going = _progress.pop(key, None)
+            if going is None:
+                many = chain.take(np.zeros(starts, dtype=np.int64))
+                local = project(random_locals(np.random.default_rng(SEARCH_SEED), many.limits, starts, n), many.limits)
+                local, left = local[done : done + 1], iterations
+            else:
+                local, left = going
+            before, _cut = _cut, False
+            r_local, r_found, r_positions, r_best = descend(chain, local, np.zeros(1, dtype=np.int64), tolerance, left)
+            stopped, _cut = _cut, before or _cut
+            left -= _iterations_done
+            if r_best[0] < best[row]:
+                found[row], positions[row], best[row] = r_found[0], r_positions[0], r_best[0]
+            if best[row] <= tolerance:
+                _tried.pop(key, None)
+                break
+            if stopped and left > 0:
+                _progress[key] = (r_local, left)
+                _progress.move_to_end(key)
+                while len(_progress) > _MEMO_SIZE:
+                    _progress.popitem(last=False)
+                return
+            _remember(_tried, key, done + 1)
 
 
 def _toward_hint(batch: ChainBatch, frames: F64, positions: F64, rows: Bools, tolerance: float) -> None:
@@ -317,7 +541,7 @@ def _toward_hint(batch: ChainBatch, frames: F64, positions: F64, rows: Bools, to
     frames[index], positions[index] = new_frames[keep], new_positions[keep]
 
 
-def refine(problem: ChainProblem, result: SolveResult) -> SolveResult:
+def refine(problem: ChainProblem, result: SolveResult, settled: Bools | None = None) -> SolveResult:
     """Apply the global stage to the chains of ``problem`` that have joint limits and missed a target
     their lengths can reach (not too far, not nearer than the chain folds, not on the root).
 
@@ -327,6 +551,9 @@ def refine(problem: ChainProblem, result: SolveResult) -> SolveResult:
         The problem the solver solved (soft chains: the eased one).
     result
         The solver's result.
+    settled
+        ``(K,)`` chains whose pose is already the nearest reachable one under their limits (the two-bone
+        closed form, `solvers.two_bone_limits`): never searched.
 
     Returns
     -------
@@ -350,6 +577,8 @@ def refine(problem: ChainProblem, result: SolveResult) -> SolveResult:
         & (distance >= 2.0 * lengths.max(axis=1) - total - tol)
         & (distance > ZERO_LENGTH * np.maximum(total, 1.0))
     )
+    if settled is not None:
+        rows &= ~settled
     if not rows.any():
         return result
     index = np.flatnonzero(rows)

@@ -16,7 +16,8 @@ from .frames import STRAIGHT, ChainBatch, fallback_bends, forward_sweep
 from .rotations import normalize, norms, perpendicular_part
 from .search import refine
 from .soft import solve_soft
-from .types import CONVERGED, UNREACHABLE, ZERO_LENGTH, ChainProblem, SolveResult
+from .two_bone_limits import ALONG_Y, solve_limited
+from .types import CONVERGED, F64, UNREACHABLE, ZERO_LENGTH, Bools, ChainProblem, SolveResult
 
 
 def solve_two_bone(problem: ChainProblem) -> SolveResult:
@@ -41,11 +42,12 @@ def solve_two_bone(problem: ChainProblem) -> SolveResult:
     """
     if problem.n_bones != 2:
         raise ValueError(f"two-bone IK needs chains of 2 bones; got {problem.n_bones} (use FABRIK or CCD)")
-    return solve_soft(problem, lambda p: refine(p, _solve_two_bone(p)))
+    return solve_soft(problem, lambda p: refine(p, *_solve_two_bone(p)))
 
 
-def _solve_two_bone(problem: ChainProblem) -> SolveResult:
-    """:func:`solve_two_bone` toward the problem's own targets (soft IK is applied around it)."""
+def _solve_two_bone(problem: ChainProblem) -> tuple[SolveResult, Bools | None]:
+    """:func:`solve_two_bone` toward the problem's own targets (soft IK is applied around it), and which
+    chains the closed form under limits settled (`solvers.two_bone_limits`: the global stage skips them)."""
     batch = ChainBatch.from_problem(problem)
     k = batch.size
     root, targets = batch.root, batch.targets
@@ -54,16 +56,7 @@ def _solve_two_bone(problem: ChainProblem) -> SolveResult:
     distance = norms(targets - root)
     on_root = distance <= ZERO_LENGTH * np.maximum(total, 1.0)
     chord = normalize(targets - root, batch.keep_directions[:, 0])
-
-    # Bend direction, perpendicular to the chord: pole or natural roll (the hints), else the current
-    # bend, else (straight chain) the natural bend, which depends on the rest pose only.
-    side = perpendicular_part(batch.positions[:, 1] - root, chord)
-    straight = norms(side) <= STRAIGHT * total
-    bend = normalize(side, chord)
-    if straight.any():
-        bend[straight] = fallback_bends(batch.take(straight), chord[straight])
-    hinted = ~np.isnan(batch.hints[:, 0])
-    bend[hinted] = batch.hints[hinted]
+    bend = bend_directions(batch, chord)
 
     # Law of cosines for the angle at the root between the chord and the first bone. Clipping covers
     # both unreachable cases: cos = 1 lays the chain straight (too far, or folded back when l1 > l2) and
@@ -84,7 +77,7 @@ def _solve_two_bone(problem: ChainProblem) -> SolveResult:
     residual = norms(positions[:, -1] - targets)
     reached = (residual <= problem.tolerance) & ~on_root
     status = np.where(reached, CONVERGED, UNREACHABLE).astype(np.int8)
-    return SolveResult(
+    result = SolveResult(
         positions=positions,
         frames=frames,
         iterations=np.zeros(k, dtype=np.int64),
@@ -92,3 +85,57 @@ def _solve_two_bone(problem: ChainProblem) -> SolveResult:
         reached=reached,
         status=status,
     )
+    return settle(problem, result, batch)
+
+
+def bend_directions(batch: ChainBatch, chord: F64) -> F64:
+    """``(K, 3)`` unit bend directions perpendicular to ``chord``: the pole or natural roll (the hints),
+    else the chains' current bend, else (straight chains) the natural bend, which depends on the rest pose."""
+    root = batch.root
+    side = perpendicular_part(batch.positions[:, 1] - root, chord)
+    straight = norms(side) <= STRAIGHT * batch.total_length
+    bend = normalize(side, chord)
+    if straight.any():
+        bend[straight] = fallback_bends(batch.take(straight), chord[straight])
+    hinted = ~np.isnan(batch.hints[:, 0])
+    bend[hinted] = batch.hints[hinted]
+    return bend
+
+
+def settle(
+    problem: ChainProblem, result: SolveResult, batch: ChainBatch | None = None
+) -> tuple[SolveResult, Bools | None]:
+    """Chains of a two-bone ``result`` that missed under their limits, solved again in closed form
+    (:func:`solvers.two_bone_limits.solve_limited`), and which chains that settled (None: none tried).
+
+    Shared by the batched and the scalar two-bone solvers, so both give the same limited pose.
+    """
+    if result.reached.all() or problem.limits is None:
+        return result, None
+    if batch is None:
+        batch = ChainBatch.from_problem(problem)
+    if batch.limits is None:
+        return result, None
+    total = batch.total_length
+    distance = norms(batch.targets - batch.root)
+    # The lower bone's limits hold its Y axis: the closed form takes chains whose lower segment runs along
+    # it (a Blender tip bone's does: its tail); others go to the global stage as before.
+    along_y = np.abs(batch.directions[:, 1] - (0.0, 1.0, 0.0)).max(axis=1) <= ALONG_Y
+    rows = np.flatnonzero(~result.reached & along_y & (distance > ZERO_LENGTH * np.maximum(total, 1.0)))
+    if rows.size == 0:
+        return result, None
+    sub = batch.take(rows)
+    chord = normalize(sub.targets - sub.root, sub.keep_directions[:, 0])
+    at, fr, ok, _clamped = solve_limited(sub, chord, bend_directions(sub, chord), distance[rows])
+    use = rows[ok]
+    positions, frames = result.positions.copy(), result.frames.copy()
+    positions[use], frames[use] = at[ok], fr[ok]
+    residual = result.residual.copy()
+    residual[use] = norms(positions[use, -1] - batch.targets[use])
+    reached = result.reached.copy()
+    reached[use] = residual[use] <= problem.tolerance
+    status = result.status.copy()
+    status[use] = np.where(reached[use], CONVERGED, UNREACHABLE)
+    settled = np.zeros(batch.size, dtype=np.bool_)
+    settled[use] = True
+    return SolveResult(positions, frames, result.iterations, residual, reached, status), settled

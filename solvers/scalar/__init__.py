@@ -33,6 +33,7 @@ from ..limits import JointLimits
 from ..rotations import matvec, norms, quaternion_to_matrix
 from ..search import refine
 from ..soft import solve_soft
+from ..two_bone import settle
 from ..types import CONVERGED, F64, STALLED, UNREACHABLE, ZERO_LENGTH, ChainProblem, SolveResult
 from . import _cone
 from ._chain import (
@@ -264,7 +265,10 @@ def solve_two_bone_scalar(problem: ChainProblem) -> SolveResult:
         raise ValueError(f"two-bone IK needs chains of 2 bones; got {problem.n_bones} (use FABRIK or CCD)")
     if problem.n_chains == 0:
         return _empty(problem)
-    return solve_soft(problem, lambda p: refine(p, _solve_two_bone(p)))
+    # Under limits, the chains the analytic pose misses take the batched closed form (`two_bone.settle`), so
+    # both solvers decide alike at the limits' boundaries (the live program uses the scalar closed form,
+    # `_closed`, and agrees with this to float32 away from those boundaries).
+    return solve_soft(problem, lambda p: refine(p, *settle(p, _solve_two_bone(p))))
 
 
 def _solve_two_bone(problem: ChainProblem) -> SolveResult:

@@ -900,6 +900,21 @@ def make_ccd_step(max_angle: float | None, limited: bool) -> Step:
     return tracked if limited else free
 
 
+def bend_side(c: Chain, elbow_now: Vector | list[float]) -> _f64.Vec3:
+    """The unit bend direction of a two-bone chain: the hint, else the current bend (``elbow_now``, relative
+    to the root), else the fallback bend (``two_bone.bend_directions`` for one chain)."""
+    tx, ty, tz = c.target64
+    d = c.distance
+    cx, cy, cz = tx / d, ty / d, tz / d
+    if c.hint is not None:
+        return (c.hint.x, c.hint.y, c.hint.z)
+    side = _side(elbow_now, cx, cy, cz, STRAIGHT * c.total)
+    if side is None:
+        bend = fallback_bend(c, Vector((cx, cy, cz)))
+        side = (bend.x, bend.y, bend.z)
+    return side
+
+
 def two_bone(c: Chain, elbow_now: Vector | list[float]) -> Frames:
     """The analytic two-bone pose (``two_bone.solve_two_bone`` for one chain whose target is off the
     root): the law of cosines and the elbow on Python floats; the bend plane from the hint, else the
@@ -908,14 +923,7 @@ def two_bone(c: Chain, elbow_now: Vector | list[float]) -> Frames:
     tx, ty, tz = c.target64
     d = c.distance
     cx, cy, cz = tx / d, ty / d, tz / d
-    side: _f64.Vec3 | None = None
-    if c.hint is not None:
-        side = (c.hint.x, c.hint.y, c.hint.z)
-    else:
-        side = _side(elbow_now, cx, cy, cz, STRAIGHT * c.total)
-    if side is None:
-        bend = fallback_bend(c, Vector((cx, cy, cz)))
-        side = (bend.x, bend.y, bend.z)
+    side = bend_side(c, elbow_now)
     l1, l2 = c.lengths
     cos_a = min(max((l1 * l1 + d * d - l2 * l2) / (2.0 * l1 * d), -1.0), 1.0)
     a, b = cos_a * l1, math.sqrt(1.0 - cos_a * cos_a) * l1

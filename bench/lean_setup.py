@@ -1,0 +1,128 @@
+"""`bench/lean.py --setup`: the floor of a Python live handler on the rig Set Up Character makes.
+
+The stand-in is a `depsgraph_update_post` handler that does only what a live solver of this rig cannot skip
+when one hand's control bone is dragged: read the control's and the pole's armature-space position and the
+arm's two bone matrices (pose bones of the same armature: moving a control bone re-evaluates the armature
+before the handler runs), solve the arm analytically with `mathutils` (no limits, no status, no FK store),
+write the two bones' rotation channels with one `foreach_set` and tag the armature, which Blender then
+evaluates again. Blender's side is `bench/setup_rig.py`'s: the same set-up rig with IK constraints. Timing as
+`bench/setup_rig.py` (two `view_layer.update()` per dragged position, median / p95 / max).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import bpy
+import numpy as np
+import setup_rig
+from mathutils import Vector
+
+_Y = Vector((0.0, 1.0, 0.0))
+
+
+class LeanSetup:
+    """The arm `arm.L` of the set-up rig solved toward its control bone and pole bone, analytically."""
+
+    def __init__(self, obj: bpy.types.Object) -> None:
+        self.obj = obj
+        ch = next(c for c in obj.reach_ik.chains if c.name == "arm.L")
+        pbs = obj.pose.bones
+        names = [pb.name for pb in pbs]
+        tip = pbs[ch.tip_bone]
+        self.bones = [names.index(tip.parent.name), names.index(tip.name)]
+        self.parent = names.index(tip.parent.parent.name)
+        self.control, self.pole = names.index(ch.target_bone), names.index(ch.pole_bone)
+        self.lengths = [tip.parent.bone.length, tip.bone.length]
+        self.rest_inv = []
+        for b in self.bones:
+            bone = obj.data.bones[names[b]]
+            rel = bone.parent.matrix_local.to_3x3().inverted() @ bone.matrix_local.to_3x3()
+            self.rest_inv.append(rel.to_quaternion().inverted())
+        self.quats = np.empty(4 * len(names), dtype=np.float32)
+        pbs.foreach_get("rotation_quaternion", self.quats)
+        if any(pbs[names[b]].rotation_mode != "QUATERNION" for b in self.bones):
+            raise ValueError("the stand-in writes quaternions")
+        self.last: tuple[float, float, float] | None = None
+        self.seconds: list[float] = []
+
+    def __call__(self, scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
+        start = time.perf_counter()
+        pbs = self.obj.pose.bones
+        goal = pbs[self.control].matrix.translation
+        at = (goal.x, goal.y, goal.z)
+        if at != self.last:
+            self.last = at
+            pole = pbs[self.pole].matrix.translation
+            above = pbs[self.parent].matrix
+            upper, lower = pbs[self.bones[0]].matrix, pbs[self.bones[1]].matrix
+            root = upper.translation
+            l1, l2 = self.lengths
+            d = goal - root
+            distance = max(d.length, 1e-9)
+            reach = min(max(distance, abs(l1 - l2) + 1e-6), l1 + l2 - 1e-6)
+            cos_a = max(-1.0, min(1.0, (l1 * l1 + reach * reach - l2 * l2) / (2.0 * l1 * reach)))
+            axis = d / distance
+            side = pole - root
+            side -= axis * side.dot(axis)
+            side.normalize()
+            elbow = root + (axis * cos_a + side * (1.0 - cos_a * cos_a) ** 0.5) * l1
+            q1, q2 = upper.to_quaternion(), lower.to_quaternion()
+            turn = (q1 @ _Y).rotation_difference(elbow - root)
+            q1, q2 = turn @ q1, turn @ q2
+            q2 = (q2 @ _Y).rotation_difference(root + axis * reach - elbow) @ q2
+            parent_q = above.to_quaternion()
+            for b, q, rest_inv in zip(self.bones, (q1, q2), self.rest_inv, strict=True):
+                basis = rest_inv @ (parent_q.conjugated() @ q)
+                basis.normalize()
+                self.quats[4 * b : 4 * b + 4] = basis[:]
+                parent_q = q
+            pbs.foreach_set("rotation_quaternion", self.quats)
+            self.obj.update_tag(refresh={"DATA"})
+        self.seconds.append(time.perf_counter() - start)
+
+
+def lean_run(mode: str, rounds: int) -> dict[str, object]:
+    """Per-update seconds of the one-hand drag with the stand-in (`mode` 'lean') or Blender's IK."""
+    setup_rig.fresh()
+    obj = setup_rig.set_up()
+    for ch in obj.reach_ik.chains:
+        ch.enabled = False
+    handlers = bpy.app.handlers.depsgraph_update_post
+    handler = None
+    if mode == "blender":
+        setup_rig.to_blender_ik(obj)
+    else:
+        handler = LeanSetup(obj)
+        handlers.append(handler)
+    path = setup_rig.drag_path(obj, "one_hand", rounds + setup_rig.WARM)
+    pbs = obj.pose.bones
+    times, residuals = [], []
+    try:
+        for r in range(rounds + setup_rig.WARM):
+            for bone, mats in path.items():
+                pbs[bone].matrix = mats[r]
+            start = time.perf_counter()
+            bpy.context.view_layer.update()
+            bpy.context.view_layer.update()
+            if r >= setup_rig.WARM:
+                times.append(time.perf_counter() - start)
+                ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+                ch = next(c for c in obj.reach_ik.chains if c.name == "arm.L")
+                tip = ev.pose.bones[ch.tip_bone].tail
+                residuals.append((tip - ev.pose.bones[ch.target_bone].head).length)
+    finally:
+        if handler is not None:
+            handlers.remove(handler)
+    own = handler.seconds[setup_rig.WARM :] if handler is not None else [0.0]
+    return {"times": times, "res": max(residuals), "own": statistics.median(own) * 1e3}
+
+
+def run(rounds: int, repeats: int) -> None:
+    print(setup_rig.HEADER.replace("Reach", "lean "))
+    pairs = [(lean_run("lean", rounds), lean_run("blender", rounds)) for _ in range(repeats)]
+    ours = setup_rig.best([p[0] for p in pairs])
+    ref = setup_rig.best([p[1] for p in pairs])
+    ours["handler"] = [ours["own"] * 1e-3]
+    print(setup_rig.row("(d) set-up rig, one hand: the floor", ours, ref))
