@@ -12,7 +12,7 @@ on any change), the rig's settings and `smooth`; and the start: the working pose
 root's parent and of its target and pole bones, or what the caller says the start is a function of (the
 spine's: the root's home to `DIGITS` decimals and the FK pose, `core/body._spine_start`). Anything else in play
 is left to the solvers (no memo): several frames (a bake), Start From 'Rest', an Influence below 1, a
-stretch owned or released; and a solve that changed a bone's scale is not kept.
+stretch owned or released; and a solve that changed a bone's scale, or refused a chain, is not kept.
 """
 
 from __future__ import annotations
@@ -132,7 +132,11 @@ def memo_levels(
     for g, key in zip(groups, keys, strict=True):
         if key is None or id(g) not in solved:
             continue
-        outcomes = {c.index: replace(report.outcomes[c.index]) for c in g.chains if c.index in report.outcomes}
+        if not all(c.index in report.outcomes and report.outcomes[c.index].valid for c in g.chains):
+            continue  # refused or failed: its bones were not solved (nothing to put back; solved again next time)
+        if not work.solved.issuperset(g.bones):
+            continue
+        outcomes = {c.index: replace(report.outcomes[c.index]) for c in g.chains}
         where = (id(snap.plan), tuple(g.bones))
         _kept.pop(where, None)
         _kept[where] = _Kept(snap.plan, key, work.rot[:, g.bones].copy(), work.heads()[:, g.bones].copy(), outcomes)
