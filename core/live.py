@@ -105,6 +105,7 @@ class Link:
     channel: list[tuple[str, str]]  # each bone's (channel attribute, rotation mode)
     joint: JointLimits | None = None  # the limits as the numpy solvers take them (two-bone under limits)
     below: list[int] = field(default_factory=list)  # links hanging below this one's bones, by level
+    blocks: bool = False  # a chain the program refused hangs below this one's bones
 
 
 @dataclass
@@ -153,6 +154,7 @@ class Program:
         # bones' rest data, scale and location do, which the rig layer guarantees until it calls `forget`.
         self.shapes: dict[int, Chain] = {}
         self.many: dict[tuple[int, ...], _Many | None] = {}  # links -> their batches (None: not batchable)
+        self.refused: dict[int, str] = {}  # chains left to the full solve (chain index -> why)
 
     def forget(self) -> None:
         """The bones' local geometry may have changed (a channel other than rotation, or the rest pose)."""
@@ -170,19 +172,16 @@ class Program:
             return "the Tolerance is not a distance"
         sk = snap.sk
         links: list[Link] = []
+        refused: dict[int, str] = {}  # chain index -> why the program leaves it to the full solve
         for g in snap.plan.groups:
             if g.is_tree:
                 return "a tree"
             c = g.chains[0]
-            if (
-                c.use_target_rotation
-                or c.target_bone
-                or c.pole_bone
-                or c.soft > 0.0
-                or c.stretch > 1.0
-                or c.ccd_max_step
-            ):
-                return f"chain '{c.name}' uses a feature only the full solve has"
+            if c.use_target_rotation or c.soft > 0.0 or c.stretch > 1.0 or c.ccd_max_step:
+                # Left to the full solve: an update that moves its controls (or a chain it hangs below) takes
+                # the full path; the other chains stay compiled.
+                refused[c.index] = f"chain '{c.name}' uses a feature only the full solve has"
+                continue
             channel = []
             for b in c.bones:
                 mode = modes[b]
@@ -217,7 +216,16 @@ class Program:
                     joint=joint if step is None else None,
                 )
             )
+        if not links:
+            return next(iter(refused.values()), "no chains")
+        chain_bones = {b for g in snap.plan.groups for b in g.bones}
+        for link in links:
+            for control in (link.chain.target_local, link.chain.pole_local):
+                if control >= 0 and (control in chain_bones or any(a in chain_bones for a in sk.ancestors(control))):
+                    # It moves with the chain it hangs below: the full solve orders that.
+                    return f"chain '{link.chain.name}' has a control bone that hangs below a chain"
         prog = cls(snap, links, modes)
+        prog.refused = refused
         owner = {b: i for i, link in enumerate(links) for b in link.bones}
         for i, link in enumerate(links):
             # Links whose root hangs below this link's bones, at any depth (a bone's ancestors include those of
@@ -228,14 +236,22 @@ class Program:
                 if j != i and any(owner.get(a) == i for a in sk.ancestors(other.bones[0]))
             ]
             link.below = sorted(below, key=lambda j: links[j].level)
+            link.blocks = any(
+                any(owner.get(a) == i for a in sk.ancestors(g.chains[0].bones[0]))
+                for g in snap.plan.groups
+                if g.chains[0].index in refused
+            )
         return prog
 
-    def closure(self, chains: Iterable[int]) -> list[int]:
-        """The links of `chains` (chain indices) and every link below them, parents first."""
+    def closure(self, chains: Iterable[int]) -> list[int] | None:
+        """The links of `chains` (chain indices) and every link below them, parents first; None when one of
+        them is a chain the program refused, or has one below it (the full solve's)."""
         out: set[int] = set()
         for index in chains:
             i = self.by_chain.get(index)
-            if i is not None and i not in out:
+            if i is None or self.links[i].blocks:
+                return None
+            if i not in out:
                 out.add(i)
                 out.update(self.links[i].below)
         return sorted(out, key=lambda j: self.links[j].level)

@@ -346,3 +346,96 @@ def test_a_broken_target_among_many_moved_refuses_only_its_chain() -> None:
     assert live.batch_solve_count(obj) == batches + 1, "the batches take over again"
     assert all(ch.is_valid for ch in chains)
     assert max(_tip_miss(obj, ch.name) for ch in chains) <= TOL
+
+
+def _set_up_rig(limits: bool) -> bpy.types.Object:
+    """The Mixamo-named humanoid set up in one click: control bones in the armature, Knee/Elbow hinges, hands
+    and feet following their controls (Copy Rotation), spine and neck with Target Rotation."""
+    bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
+    obj = demo_rigs.humanoid("mixamo", bent=True)
+    bpy.context.view_layer.update()
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.reach.auto_setup(limits=limits) == {"FINISHED"}
+    rigs.update()
+    rigs.update()
+    return obj
+
+
+def _drag_controls(obj: bpy.types.Object, step: int, names: tuple[str, ...]) -> None:
+    """Step `step` of a deterministic drag of control bones (near and beyond their limb's reach)."""
+    for k, name in enumerate(names):
+        loc = obj.pose.bones[name].location
+        loc.x += 0.05 * math.sin(0.7 * step + k)
+        loc.y += 0.04 * math.cos(0.5 * step + 2 * k)
+        loc.z += 0.06 * math.sin(0.3 * step - k)
+
+
+_HANDS_FEET = ("IK-hand.L", "IK-foot.R")
+_ALL_LIMBS = ("IK-hand.L", "IK-hand.R", "IK-foot.L", "IK-foot.R", "Pole-arm.L")
+
+
+def _run_set_up(limits: bool, names: tuple[str, ...], program: bool) -> tuple[list, list, int]:
+    live = _live()
+    was = live.stage_budget
+    live.stage_budget = None  # compared for equality: the global stage unbounded on both sides
+    try:
+        with _program(program):
+            obj = _set_up_rig(limits)
+            before = live.program_solve_count(obj)
+            poses, statuses = [], []
+            for step in range(8):
+                _drag_controls(obj, step, names)
+                rigs.update()
+                poses.append(_evaluated_pose(obj))
+                statuses.append([(ch.is_valid, ch.message.split(":")[0], ch.residual) for ch in obj.reach_ik.chains])
+            return poses, statuses, live.program_solve_count(obj) - before
+    finally:
+        live.stage_budget = was
+
+
+@pytest.mark.parametrize(
+    ("limits", "names"),
+    [(True, _HANDS_FEET), (False, _HANDS_FEET), (True, _ALL_LIMBS)],
+    ids=["limits", "no-limits", "four-limbs-and-a-pole"],
+)
+def test_the_set_up_rigs_control_bones_take_the_program_and_match_the_full_solve(
+    limits: bool, names: tuple[str, ...]
+) -> None:
+    lean_poses, lean_status, lean_count = _run_set_up(limits, names, True)
+    full_poses, full_status, full_count = _run_set_up(limits, names, False)
+    assert full_count == 0
+    assert lean_count >= 7, f"the control bones' drags took the compiled program: {lean_count} of 8"
+    for step, (a, b) in enumerate(zip(lean_poses, full_poses, strict=True)):
+        # Every bone, the hands and feet that follow their controls included (Blender evaluates those).
+        worst = float(np.abs(a - b).max())
+        assert worst < 5 * TOL, f"step {step}: the program's pose differs from the full solve's by {worst}"
+    for step, (a, b) in enumerate(zip(lean_status, full_status, strict=True)):
+        for (valid_a, text_a, res_a), (valid_b, text_b, res_b) in zip(a, b, strict=True):
+            assert valid_a == valid_b
+            assert text_a == text_b, f"step {step}: '{text_a}' vs '{text_b}'"
+            assert abs(res_a - res_b) < 5 * TOL
+
+
+def test_moving_a_target_rotation_control_or_posing_a_bone_takes_the_full_path() -> None:
+    live = _live()
+    obj = _set_up_rig(True)
+    _drag_controls(obj, 0, ("IK-hand.L",))
+    rigs.update()
+    lean = live.program_solve_count(obj)
+    solves = live.solve_count(obj)
+    # The chest's control drives a chain with Target Rotation (the full solve's): solved, not by the program.
+    obj.pose.bones["IK-chest"].location.x += 0.05
+    rigs.update()
+    assert live.solve_count(obj) > solves and live.program_solve_count(obj) == lean
+    # A bone posed by hand together with a control: the full path (it compares everything).
+    solves = live.solve_count(obj)
+    obj.pose.bones["mixamorig:Hips"].location.z += 0.05
+    _drag_controls(obj, 1, ("IK-hand.L",))
+    rigs.update()
+    assert live.solve_count(obj) > solves and live.program_solve_count(obj) == lean
+    # Then a control alone again: the program.
+    _drag_controls(obj, 2, ("IK-hand.L",))
+    rigs.update()
+    _drag_controls(obj, 3, ("IK-hand.L",))
+    rigs.update()
+    assert live.program_solve_count(obj) > lean
