@@ -547,13 +547,18 @@ class _Own:
     pose: F64  # the evaluated pose, read now
     roots: list[int]  # the bones whose pose the fingerprint holds (`_outside_parents`)
 
+    def take_channels(self, last: _Seen, lean: _Lean) -> None:
+        """The fingerprint's channel arrays (which the lean path writes whole) take the control bones' rows."""
+        assert last.arrays is not None
+        for attr, now in self.channels.items():
+            last.arrays[attr][lean.own] = now[lean.own]
+
     def note(self, last: _Seen, lean: _Lean) -> None:
         """The fingerprint takes the control bones as they are now (after a lean solve: the full path's next
         check compares against them)."""
         assert last.arrays is not None and last.pose is not None and last.mats is not None
         own = lean.own
-        for attr, now in self.channels.items():
-            last.arrays[attr][own] = now[own]
+        self.take_channels(last, lean)
         last.pose[own] = self.pose[own]
         last.roots = last.pose[self.roots].tobytes()
         world = last.mats[0]
@@ -617,7 +622,7 @@ def _recheck(uid: int) -> None:
         lean.checked = None
 
 
-def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
+def _lean(obj: bpy.types.Object, uid: int, updated: set[int], again: frozenset[int] = frozenset()) -> bool:
     """Solve an update that moved only targets and poles of `obj` on its compiled program; False when the
     update needs the full path (`_solve_live`): the rig is not compiled, or the armature itself changed."""
     last: _Seen | None = cache.fingerprints.get(uid)
@@ -657,7 +662,7 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
             return False
         # The control bones' chains: `own` says which moved; other objects' chains as without bones.
         touched = {i for u in updated if u not in (uid, lean.data_uid) for i in lean.by_uid.get(u, ())}
-    elif not touched:
+    elif not touched and not again:
         cache.checks[uid] = cache.checks.get(uid, 0) + 1
         return True
 
@@ -699,6 +704,10 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
     if own is not None:
         moved.update(own.moved)
         changed = sorted(set(changed) | own.changed)
+    if again:
+        if not again <= lean.chains.keys():
+            return False  # a chain the program does not solve: the full path
+        changed = sorted(set(changed) | again)
     cache.checks[uid] = cache.checks.get(uid, 0) + 1
     if not changed:
         if own is not None:
@@ -709,11 +718,15 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
         _recheck(uid)
         return False  # a chain the program leaves to the full solve moved, or hangs below one that did
     order = closure
+    _lean_order[:] = [program.links[j].chain.index for j in order]
     text = obj.get(fk.NAMES_KEY)
     held = fk.array_of(obj.get(fk.ROWS_KEY))
     if text != lean.store_names or held is None or held.shape[0] != lean.store_size:
         _recheck(uid)
         return False
+    if own is not None:
+        # The write below sets whole channel arrays: the control bones' rows must hold what the user set.
+        own.take_channels(last, lean)
     if len(order) > SCALAR_MAX_CHAINS:
         # Many chains at once: numpy batches are faster than one scalar solve after another
         # (bench/scalar.py), on inputs read here without the full path's reading and comparing.
@@ -970,14 +983,21 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
                 continue
             try:
                 lean = use_program and updated is not None and not dirty and not follows and uid not in leaders
+                # Chains whose search the budget cut in the last (lean) update: solved again now, moved or not.
+                again = _resume.pop(uid, frozenset())
                 # The global stage within a budget per rig and update; a search the budget cut goes on in the
                 # next update (the rig is solved again then, whatever moved).
                 # Frame changes solve unbounded: playback poses as the render and the bake do.
+                _lean_order.clear()
                 with search.budget(stage_budget if updated is not None else None) as spent:
-                    if not (lean and _lean(obj, uid, updated)):  # type: ignore[arg-type]  # a set, if lean
+                    took = lean and _lean(obj, uid, updated, again)  # type: ignore[arg-type]  # a set, if lean
+                    if not took:
+                        _lean_order.clear()
+                        if again:
+                            cache.fingerprints.pop(uid, None)  # the full path solves every chain again
                         _solve_live(obj, moved, uid in leaders)
                 if spent.cut:
-                    _carry_on_later(uid)
+                    _carry_on_later(uid, frozenset(_lean_order) if took else None)
             except Exception:
                 # One rig's failure never stops the others; print each distinct failure once.
                 text = traceback.format_exc()
@@ -1048,11 +1068,19 @@ _HANDLERS = (
 _carrying: set[int] = set()
 
 
-def _carry_on_later(uid: int) -> None:
+_resume: dict[int, frozenset[int]] = {}  # rig uid -> chains the budget cut in a lean update (`_lean_order`)
+_lean_order: list[int] = []  # chain indices the current `_lean` solved
+
+
+def _carry_on_later(uid: int, chains: frozenset[int] | None) -> None:
     """The budget cut a search of rig `uid`: solve it again (its inputs stand still) after this update, from
-    a timer (tagging it inside the handler would not make Blender evaluate it again)."""
-    cache.fingerprints.pop(uid, None)
-    cache.dirty.add(uid)
+    a timer (tagging it inside the handler would not make Blender evaluate it again). `chains`: what a lean
+    update solved (the next one solves them again, on the program too); None: the full path solves it all."""
+    if chains:
+        _resume[uid] = _resume.get(uid, frozenset()) | chains
+    else:
+        cache.fingerprints.pop(uid, None)
+        cache.dirty.add(uid)
     _carrying.add(uid)
     if not bpy.app.timers.is_registered(carry_on):
         bpy.app.timers.register(carry_on, first_interval=0.0)
@@ -1085,5 +1113,6 @@ def unregister() -> None:
     if bpy.app.timers.is_registered(carry_on):
         bpy.app.timers.unregister(carry_on)
     _carrying.clear()
+    _resume.clear()
     search.forget()
     cache.clear(keep_stats=False)

@@ -15,7 +15,7 @@ import bpy_session
 import numpy as np
 import pytest
 import rigs
-from mathutils import Vector
+from mathutils import Matrix, Quaternion, Vector
 
 from demo import rigs as demo_rigs
 
@@ -364,7 +364,10 @@ def _set_up_rig(limits: bool) -> bpy.types.Object:
 def _drag_controls(obj: bpy.types.Object, step: int, names: tuple[str, ...]) -> None:
     """Step `step` of a deterministic drag of control bones (near and beyond their limb's reach)."""
     for k, name in enumerate(names):
-        loc = obj.pose.bones[name].location
+        pb = obj.pose.bones[name]
+        # Turned too: the program writes whole channel arrays, and must keep the controls' own values.
+        pb.rotation_quaternion = Quaternion((1.0, 0.0, 0.0), 0.1 * step + k) @ pb.rotation_quaternion
+        loc = pb.location
         loc.x += 0.05 * math.sin(0.7 * step + k)
         loc.y += 0.04 * math.cos(0.5 * step + 2 * k)
         loc.z += 0.06 * math.sin(0.3 * step - k)
@@ -439,3 +442,32 @@ def test_moving_a_target_rotation_control_or_posing_a_bone_takes_the_full_path()
     _drag_controls(obj, 3, ("IK-hand.L",))
     rigs.update()
     assert live.program_solve_count(obj) > lean
+
+
+_SEARCHED = (0.269, -0.354, 1.725)  # armature space (bench/live.py's drag (d), round 12)
+
+
+def test_a_search_the_budget_cut_goes_on_in_the_program() -> None:
+    live = _live()
+    was = live.stage_budget
+    try:
+        obj = _set_up_rig(True)
+        live.stage_budget = 3e-4  # the global stage cut after a few starts
+        # The hand up in front of the shoulder, where the elbow's tilted hinge leaves it to the global stage.
+        obj.pose.bones["IK-hand.L"].matrix = Matrix.Translation(_SEARCHED)
+        bpy.context.view_layer.update()
+        lean, solves = live.program_solve_count(obj), live.solve_count(obj)
+        assert live.carrying(), "the search was cut"
+        rigs.update()  # the updates that carry it on, as a viewport's redraws
+        assert not live.carrying()
+        assert live.program_solve_count(obj) > lean, "the search went on in the compiled program"
+        assert live.solve_count(obj) - solves == live.program_solve_count(obj) - lean, "not in the full path"
+        # The control bone stays where (and as turned as) it was put; the status says what Blender shows.
+        ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get()).pose.bones
+        assert (ev["IK-hand.L"].matrix.translation - Vector(_SEARCHED)).length < 1e-5
+        assert abs(ev["IK-hand.L"].matrix.to_quaternion().angle) < 1e-4
+        ch = obj.reach_ik.chains["arm.L"]
+        miss = (ev[ch.tip_bone].tail - ev["IK-hand.L"].head).length
+        assert abs(ch.residual - miss) < 1e-4, (ch.residual, miss)
+    finally:
+        live.stage_budget = was
