@@ -14,9 +14,11 @@ outcome with the same message. When many chains move at once (`Program.solve_man
 in the rig core's numpy batches, batched as `core.solve` batches them, on the few arrays those chains need.
 
 Only plain rigs are compiled (`Program.build` says why not): single chains (no trees), Start From
-'Current', Influence 1, no Soft or Stretch, targets and poles that are objects (not bones), no Use
-Target Rotation, no axis-angle bones. Everything else, and every update the rig layer cannot prove
-touches only targets and poles, goes through `core.solve`.
+'Current', no axis-angle bones, control bones (targets and poles that are bones of the armature itself)
+that hang below no chain; Influence 1 (the rig layer checks). Chains with Use Target Rotation, Soft,
+Stretch or a CCD step are left out (`Program.refused`): an update that moves them, or a chain they hang
+below, goes through `core.solve`, as does every update the rig layer cannot prove touches only targets,
+poles and control bones.
 
 This module imports ``mathutils`` (Blender's C math module, not bpy): it is the one module of `core/` that
 does, because it holds chains as ``mathutils`` objects between updates. The unit tier cannot import it; the
