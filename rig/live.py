@@ -453,6 +453,9 @@ class _Lean:
     bones: dict[int, tuple[int, int]] = field(default_factory=dict)
     own: list[int] = field(default_factory=list)
     row_bone: dict[int, int] = field(default_factory=dict)
+    turned: set[int] = field(default_factory=set)  # rows of targets whose orientation a chain takes
+    carried: set[int] = field(default_factory=set)  # bones that are or hang below a bone the program poses
+    refused_uids: set[int] = field(default_factory=set)  # targets and poles of chains left to the full solve
     checked: _Seen | None = None  # the fingerprint the last check was for
     ok: bool = False  # that check's verdict
 
@@ -468,6 +471,10 @@ def _compile(obj: bpy.types.Object, plan: Plan, modes: NDArray[np.int32]) -> _Le
         return lean
     lean.data_uid = obj.data.session_uid
     settings = rig_settings(obj).chains
+    for index in program.refused:
+        ch = settings[index]
+        # Its control bones in this armature: `_own_moved` sends their moves to the full path (not among `own`).
+        lean.refused_uids.update(ob.session_uid for ob in (ch.target, ch.pole) if ob is not None and ob != obj)
     for link in program.links:
         c = link.chain
         ch = settings[c.index]
@@ -511,7 +518,7 @@ def _check(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean) -> bool:
         modes = np.frombuffer(lean.modes, dtype=np.int32)
         at = {}
         for link in program.links:
-            for b in link.bones:
+            for b in link.posed:
                 row = store.index.get(names[b])
                 if row is None or int(store.rows[row, fk.MODE]) != int(modes[b]):
                     return False  # a bone Reach IK has not written yet: its FK value is not stored
@@ -531,6 +538,10 @@ def _check(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean) -> bool:
             if bone >= 0:
                 lean.row_bone[row] = bone
     lean.own = sorted(set(lean.row_bone.values()))
+    lean.turned = {lean.chains[link.chain.index][2] for link in program.links if link.rot_tip >= 0}
+    sk = program.snap.sk
+    posed = {b for link in program.links for b in link.posed}
+    lean.carried = {b for b in range(len(sk.names)) if b in posed or any(a in posed for a in sk.ancestors(b))}
     if lean.own and (last.pose is None or obj.get(fk.NAMES_KEY) is None):
         return False  # control bones are compared against the evaluated pose the last full check read
     lean.angles = {i: float(angles[i][0]) for i in lean.chains}
@@ -596,7 +607,8 @@ def _own_moved(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean, read: 
     if hit is None or hit[0] is not program.snap.sk or pose.shape != last.pose.shape:
         return None
     roots: list[int] = hit[2]
-    others = [b for b in roots if b not in own]
+    # Bones the program poses, and those below them, moved with its last write (their channels compare above).
+    others = [b for b in roots if b not in own and b not in lean.carried]
     if others and not np.array_equal(pose[others], last.pose[others]):
         return None  # a bone above a chain moved (a constraint, a driver): the full path finds which chains
     changed: set[int] = set()
@@ -605,7 +617,8 @@ def _own_moved(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean, read: 
     for row, bone in lean.row_bone.items():
         m = world @ pose[bone]
         at = tuple(m[:3, 3].tolist())
-        if at != lean.seen.get(row):
+        # A chain with Target Rotation takes the control's orientation too: its whole matrix compares.
+        if at != lean.seen.get(row) or (row in lean.turned and not np.array_equal(m, last.mats[row])):
             if not abs(at[0]) + abs(at[1]) + abs(at[2]) < 1e30:
                 return None  # NaN or infinite: the full path refuses it with a message
             moved[row] = at
@@ -651,6 +664,10 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int], again: frozenset[i
             _recheck(uid)
         return False
     program = lean.program
+    if not lean.refused_uids.isdisjoint(updated):
+        # A control of a chain the program leaves to the full solve moved (or something it depends on).
+        _recheck(uid)
+        return False
     assert last.arrays is not None and last.mats is not None
     read: dict[int, Matrix] = {}  # row of the fingerprint's matrices -> the matrix read now
     own: _Own | None = None

@@ -375,6 +375,7 @@ def _drag_controls(obj: bpy.types.Object, step: int, names: tuple[str, ...]) -> 
 
 _HANDS_FEET = ("IK-hand.L", "IK-foot.R")
 _ALL_LIMBS = ("IK-hand.L", "IK-hand.R", "IK-foot.L", "IK-foot.R", "Pole-arm.L")
+_CHEST_HEAD = ("IK-chest", "IK-head")  # the spine's and neck's controls: FABRIK with Target Rotation
 
 
 def _run_set_up(limits: bool, names: tuple[str, ...], program: bool) -> tuple[list, list, int]:
@@ -398,8 +399,15 @@ def _run_set_up(limits: bool, names: tuple[str, ...], program: bool) -> tuple[li
 
 @pytest.mark.parametrize(
     ("limits", "names"),
-    [(True, _HANDS_FEET), (False, _HANDS_FEET), (True, _ALL_LIMBS)],
-    ids=["limits", "no-limits", "four-limbs-and-a-pole"],
+    [
+        (True, _HANDS_FEET),
+        (False, _HANDS_FEET),
+        (True, _ALL_LIMBS),
+        (True, _CHEST_HEAD),
+        (True, ("IK-chest", "IK-hand.R")),
+        (False, ("IK-head",)),
+    ],
+    ids=["limits", "no-limits", "four-limbs-and-a-pole", "chest-and-head", "chest-and-hand", "head"],
 )
 def test_the_set_up_rigs_control_bones_take_the_program_and_match_the_full_solve(
     limits: bool, names: tuple[str, ...]
@@ -419,17 +427,22 @@ def test_the_set_up_rigs_control_bones_take_the_program_and_match_the_full_solve
             assert abs(res_a - res_b) < 5 * TOL
 
 
-def test_moving_a_target_rotation_control_or_posing_a_bone_takes_the_full_path() -> None:
+def test_turning_a_target_rotation_control_solves_and_posing_a_bone_takes_the_full_path() -> None:
     live = _live()
     obj = _set_up_rig(True)
     _drag_controls(obj, 0, ("IK-hand.L",))
     rigs.update()
+    # The head's control turned in place: its chain takes the control's orientation, so it is solved again.
+    head = obj.pose.bones["IK-head"]
+    lean = live.program_solve_count(obj)
+    head.rotation_quaternion = Quaternion((0.0, 0.0, 1.0), 0.4)
+    rigs.update()
+    assert live.program_solve_count(obj) == lean + 1
+    ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get()).pose.bones
+    turned = ev["mixamorig:Head"].matrix.to_quaternion().rotation_difference(ev["IK-head"].matrix.to_quaternion())
+    assert turned.angle < 1e-3, "the head takes its control's orientation"
     lean = live.program_solve_count(obj)
     solves = live.solve_count(obj)
-    # The chest's control drives a chain with Target Rotation (the full solve's): solved, not by the program.
-    obj.pose.bones["IK-chest"].location.x += 0.05
-    rigs.update()
-    assert live.solve_count(obj) > solves and live.program_solve_count(obj) == lean
     # A bone posed by hand together with a control: the full path (it compares everything).
     solves = live.solve_count(obj)
     obj.pose.bones["mixamorig:Hips"].location.z += 0.05
@@ -471,3 +484,25 @@ def test_a_search_the_budget_cut_goes_on_in_the_program() -> None:
         assert abs(ch.residual - miss) < 1e-4, (ch.residual, miss)
     finally:
         live.stage_budget = was
+
+
+def test_moving_the_control_of_a_chain_the_program_leaves_out_solves_it() -> None:
+    live = _live()
+    obj = _set_up_rig(True)
+    # The spine aims at an Empty with Target Rotation: the program leaves that chain to the full solve.
+    empty = rigs.empty("Chest", tuple(obj.matrix_world @ obj.pose.bones["IK-chest"].head))
+    spine = obj.reach_ik.chains["spine"]
+    spine.target, spine.target_bone = empty, ""
+    rigs.update()
+    _drag_controls(obj, 0, ("IK-hand.L",))
+    rigs.update()
+    _drag_controls(obj, 1, ("IK-hand.L",))
+    rigs.update()
+    assert live.program_solve_count(obj) > 0, "the other chains are compiled"
+    solves = live.solve_count(obj)
+    empty.location.x += 0.08
+    rigs.update()
+    assert live.solve_count(obj) > solves, "the spine was solved"
+    ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    tip = ev.matrix_world @ ev.pose.bones[spine.tip_bone].tail
+    assert abs(spine.residual - (tip - empty.matrix_world.translation).length) < 1e-4
