@@ -15,7 +15,8 @@ in the rig core's numpy batches, batched as `core.solve` batches them, on the fe
 
 Only plain rigs are compiled (`Program.build` says why not): single chains (no trees), Start From
 'Current', no axis-angle bones, control bones (targets and poles that are bones of the armature itself)
-that hang below no chain; Influence 1 (the rig layer checks). Chains with Use Target Rotation, Soft,
+that hang below no chain; Influence 1 (the rig layer checks); Use Target Rotation toward a control bone
+(the tip takes its orientation, as `core.batch`). Chains with Target Rotation toward an object, Soft,
 Stretch or a CCD step are left out (`Program.refused`): an update that moves them, or a chain they hang
 below, goes through `core.solve`, as does every update the rig layer cannot prove touches only targets,
 poles and control bones.
