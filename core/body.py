@@ -19,12 +19,14 @@ The order of a full-body solve (`solve_levels`):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 
 from ..solvers.body import BodyProblem, BodyResult, solve_body
 from ..solvers.rotations import norms
 from .batch import with_local_targets
+from .body_memo import DIGITS, memo_levels
 from .checks import cached_limits
 from .kinematics import Space, Work, child_pose, child_relative
 from .model import F64, ChainOutcome, ChainPlan, Group, Inputs, RigReport, Skeleton, Snapshot
@@ -132,7 +134,13 @@ def _aims(work: Work, space: Space, inputs: Inputs, chains: list[ChainPlan]) -> 
         firsts.append(len(joints))
         joints += rows
         joints.append(c.bones[-1] if c.use_target_rotation else b_count + rows[-1] if rows else c.bones[0])
-    both = np.concatenate([work.heads(), work.tails(range(b_count))], axis=1)[:, joints]
+    # Only the joints' heads and tails (the same numbers as every bone's, for a fraction of the work).
+    picks = np.asarray(joints, dtype=np.int64)
+    is_tail = picks >= b_count
+    both = np.empty((work.matrices.shape[0], len(joints), 3))
+    both[:, ~is_tail] = work.heads()[:, picks[~is_tail]]
+    if is_tail.any():
+        both[:, is_tail] = work.tails((picks[is_tail] - b_count).tolist())
     seg = np.linalg.norm(np.diff(both, axis=1), axis=2)  # (F, joints - 1); one per chain crosses to the next
     walked = np.concatenate([np.zeros((seg.shape[0], 1)), np.cumsum(seg, axis=1)], axis=1)
     lasts = np.array([*firsts[1:], len(joints)]) - 1
@@ -185,13 +193,29 @@ def solve_levels(
     if outside:
         levels(snap, work, outside, inputs, space, report, smooth, dropped)
         work.propagate()
+    memo = partial(memo_levels, levels)
     _place_home(work, root, settings.home_location, settings.home_rotation)
     work.propagate()
+    # The root at its home, for the memo of the spine's solve (`_spine_start`): a function of the home alone.
+    # Its rotation and head: its matrix carries the scale as read, float32 noise (~1e-8) on each update.
+    home = (
+        np.round(np.concatenate([work.rot[:, root], work.heads()[:, root, :, None]], axis=2), DIGITS) + 0.0
+    ).tobytes()
     carriers = {a for g in inside for c in g.chains for a in sk.ancestors(c.bones[0])}
     body_groups = [g for g in inside if any(b in carriers for b in g.bones)]
     limbs = [g for g in inside if not any(b in carriers for b in g.bones)]
     if body_groups:
-        levels(snap, work, body_groups, inputs, space, report, smooth, dropped)
+        memo(
+            snap,
+            work,
+            body_groups,
+            inputs,
+            space,
+            report,
+            smooth,
+            dropped,
+            partial(_spine_start, work, root, home, inputs),
+        )
         work.propagate()
     spine = [
         b for g in body_groups if all(report.outcomes.get(c.index, _VALID).valid for c in g.chains) for b in g.bones
@@ -209,7 +233,7 @@ def solve_levels(
         work.propagate()
         _body_chain_outcomes(work, body_groups, inputs, space, report, float(snap.settings.tolerance))
     if limbs:
-        levels(snap, work, limbs, inputs, space, report, smooth, dropped)
+        memo(snap, work, limbs, inputs, space, report, smooth, dropped)
     if blocked.any():
         pins = ", ".join(f"'{c.name}'" for c in anchors if settings.pins.get(c.index, False))
         for c in anchors:
@@ -231,6 +255,22 @@ def solve_levels(
 
 
 _VALID = ChainOutcome(True, "")
+
+
+def _spine_start(work: Work, root: int, home: bytes, inputs: Inputs, group: Group) -> bytes | None:
+    """What a body chain's start pose is a function of (for `memo_levels`), when it hangs from the body root
+    through bones that all start from their FK pose (`inputs.preset`: `rig/body.fk_start`): the root's home
+    and those presets. Its start pose itself comes out a little different on each update (the heads' offsets
+    come from the pose read, in float32), the same to ~1e-7: the same solve, to that."""
+    sk = work.sk
+    line = [group.bones[0], *sk.ancestors(group.bones[0])]
+    if root not in line:
+        return None
+    line = line[: line.index(root)]
+    if not all(b in inputs.preset for b in [*line, *group.bones]) or any(b in inputs.preset_scale for b in line):
+        return None
+    parts = [home, *(inputs.preset[b].tobytes() for b in sorted({*line, *group.bones}))]
+    return b"|".join(parts)
 
 
 def _move_body(

@@ -91,8 +91,11 @@ def settings(
     rotation: F64 | None = None
     if root >= 0:
         name = sk.names[root]
-        if channels is None or "location" not in channels:
+        if channels is None:
             channels = armature.read_channels(obj, armature.ALL_CHANNELS)
+        elif "location" not in channels:
+            # The location channel alone, kept with the others: `write` needs it too (one read, not two).
+            channels["location"] = armature.read_channels(obj, (("location", 3),))["location"]
         mode = int((armature.rotation_mode_values(obj) if modes is None else modes)[root])
         now = _raw(channels, root, mode)
         stored = _stored(obj, name)

@@ -31,6 +31,7 @@ little past reach moves it a little.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -255,6 +256,53 @@ def _radial_cone(ref: F64, local: F64, cone: F64, use_cone: Bools) -> F64:
     return out
 
 
+_CLEAR: Final = 1e-6
+"""How far inside its limits (relative, radians) a bone must be for `_clearly_inside` to say so."""
+_LimitRow = tuple[list[list[float]], tuple[float, float, float, float] | None, tuple[float, float] | None]
+
+
+def _limit_rows(ref: F64, limits: JointLimits) -> list[_LimitRow] | None:
+    """Per body bone below the root: its reference frame transposed, its cone and twist range (None: unused),
+    as Python floats for `_clearly_inside`; None when a cone is too thin for that test (the exact path)."""
+    rows: list[_LimitRow] = []
+    for i in range(ref.shape[0]):
+        cone = tuple(float(v) for v in limits.cone[0, i + 1]) if bool(limits.use_cone[0, i + 1]) else None
+        twist = tuple(float(v) for v in limits.twist[0, i + 1]) if bool(limits.use_twist[0, i + 1]) else None
+        if cone is not None and min(cone) < 1e-3:
+            return None
+        rows.append((ref[i].T.tolist(), cone, twist))  # type: ignore[arg-type]
+    return rows
+
+
+def _clearly_inside(rows: list[_LimitRow], local: F64) -> bool:
+    """Whether every bone's `local` frame is inside its cone and twist range by a margin (plain floats, a
+    few microseconds): then `_radial_cone` and `apply_joint_limits` would give `local` back unchanged, bit for
+    bit, and are skipped. False when in doubt (they run: the exact path)."""
+    for (ref_t, cone, twist), m in zip(rows, local.tolist(), strict=True):
+        if cone is not None:
+            x = ref_t[0][0] * m[0][1] + ref_t[0][1] * m[1][1] + ref_t[0][2] * m[2][1]
+            y = ref_t[1][0] * m[0][1] + ref_t[1][1] * m[1][1] + ref_t[1][2] * m[2][1]
+            z = ref_t[2][0] * m[0][1] + ref_t[2][1] * m[1][1] + ref_t[2][2] * m[2][1]
+            if y <= 0.0:
+                return False
+            rho = math.sqrt(x * x + z * z)
+            if rho > 0.0:
+                a = cone[3] if x >= 0.0 else cone[2]  # right, left
+                b = cone[0] if z >= 0.0 else cone[1]  # up, down
+                most = rho / math.sqrt((x / a) ** 2 + (z / b) ** 2)
+                if math.atan2(rho, y) > most * (1.0 - _CLEAR):
+                    return False
+        if twist is not None and twist[1] - twist[0] < 2.0 * math.pi - _CLEAR:
+            r00 = sum(ref_t[0][k] * m[k][0] for k in range(3))
+            r02 = sum(ref_t[0][k] * m[k][2] for k in range(3))
+            r20 = sum(ref_t[2][k] * m[k][0] for k in range(3))
+            r22 = sum(ref_t[2][k] * m[k][2] for k in range(3))
+            tw = math.atan2(r02 - r20, r00 + r22)
+            if not twist[0] + _CLEAR <= tw <= twist[1] - _CLEAR:
+                return False
+    return True
+
+
 def _capped(delta: F64, size: float, move_root: bool) -> F64:
     """`delta` scaled down to at most `MAX_TURN` of turn (radians) and of move (times the body's size)."""
     shift = float(np.abs(delta[:3]).max()) / size if move_root else 0.0
@@ -273,7 +321,7 @@ def _step(jac: F64, over: F64, first: Bools, second: Bools, weight: F64, inv_met
     if first.any():
         gp = g[first]
         system = gp @ gp.T
-        system[np.diag_indices_from(system)] += (_DAMPING * size * size + 1e-12) / weight[first]
+        system.flat[:: system.shape[0] + 1] += (_DAMPING * size * size + 1e-12) / weight[first]
         solved = _solve_small(system, np.column_stack([-over[first], gp]))
         step = gp.T @ solved[:, 0]
         null = np.eye(jac.shape[1]) - gp.T @ solved[:, 1:]
@@ -281,7 +329,7 @@ def _step(jac: F64, over: F64, first: Bools, second: Bools, weight: F64, inv_met
         gs = g[second]
         a = gs if null is None else gs @ null
         system = a @ a.T
-        system[np.diag_indices_from(system)] += _FOLLOW_DAMPING * size * size
+        system.flat[:: system.shape[0] + 1] += _FOLLOW_DAMPING * size * size
         step = step + a.T @ _solve_small(system, -over[second] - gs @ step)[:, 0]
     out: F64 = step * root
     return out
@@ -342,6 +390,7 @@ def solve_body(problem: BodyProblem) -> BodyResult:
     turns = body.turns[bones]  # (A, B): which body bones move each anchor
     limits = p.limits
     limited = limits is not None and n_b > 1 and bool(limits.use_cone[0, 1:].any() or limits.use_twist[0, 1:].any())
+    fast = _limit_rows(np.asarray(p.ref_local[1:], dtype=np.float64), limits) if limited and limits else None
 
     def jacobian(state: _State) -> F64:
         """d(distance)/d(dof) of every anchor: moving an anchor by v changes its distance by -unit . v.
@@ -367,7 +416,7 @@ def solve_body(problem: BodyProblem) -> BodyResult:
         world = rotvec_matrix(total) @ frames_now
         par = body.parents[1:]
         local = np.swapaxes(world[par], 1, 2) @ world[1:]
-        if limited and limits is not None:
+        if limited and limits is not None and (fast is None or not _clearly_inside(fast, local)):
             local = _radial_cone(p.ref_local[1:], local, limits.cone[0, 1:], limits.use_cone[0, 1:])
             local = apply_joint_limits(
                 p.ref_local[1:],
@@ -434,7 +483,7 @@ def solve_body(problem: BodyProblem) -> BodyResult:
                 g = jac[late]
                 gm = g * inv_metric
                 system = gm @ g.T
-                system[np.diag_indices_from(system)] += _DAMPING * size * size
+                system.flat[:: system.shape[0] + 1] += _DAMPING * size * size
                 correction = gm.T @ _solve_small(system, -(state.over[late] - pins_before[late]))[:, 0]
                 state = move(state.root_head, state.root_frame, state.frames, correction)
             pins_ok = bool((np.where(pinned, np.maximum(state.over, 0.0), 0.0) <= pins_before + _SLACK * size).all())

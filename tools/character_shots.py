@@ -33,6 +33,10 @@ def main() -> int:
             if when == "after":
                 bpy.context.view_layer.objects.active = obj
                 assert bpy.ops.reach.auto_setup() == {"FINISHED"}
+                # The left arm's chain active (the set-up leaves the last one made, the neck): the panel then
+                # shows the chain of the bone the picture selects.
+                chains = obj.reach_ik.chains
+                obj.reach_ik.active_chain_index = next(i for i, c in enumerate(chains) if c.name == "arm.L")
             blend = Path(tmp) / f"{when}.blend"
             bpy.ops.wm.save_as_mainfile(filepath=str(blend), copy=True, check_existing=False)
             options = {"armature": obj.name, "bone": "mixamorig:LeftForeArm", "view": VIEW}

@@ -10,7 +10,8 @@ them), sets joint limits on the left arm and leg, poses the character by moving 
 a dict set first with ``--python-expr "import builtins; builtins.REACH_GUI = {...}"``: ``"info": PATH``
 writes the window and region rectangles and some checks as JSON to PATH (for the test to crop and inspect
 the screenshot); ``"mode": "overlay"`` hides the sidebar and frames the rig closer (docs/overlay.png).
-``"armature": NAME`` uses the opened file instead of building a character (the demo's screenshot), with
+Full Body is on (body root the hips, the shins pinned) except in overlay mode; ``"full_body": False`` turns
+it off. ``"armature": NAME`` uses the opened file instead of building a character (the demo's screenshot), with
 ``"bone"`` (the active pose bone), ``"frame"`` and ``"view"`` (``{"location": [x, y, z], "distance": d}``).
 Switching the sidebar tab simulates clicks, so start Blender with ``--enable-event-simulate``.
 
@@ -128,6 +129,13 @@ def rig_it(obj: bpy.types.Object) -> None:
     for name, loc in moves.items():
         bpy.data.objects[name].location = loc
     bpy.data.objects["forearm.L.pole"].location = (0.55, 0.35, 1.25)
+    if OPTIONS.get("full_body", OPTIONS.get("mode") != "overlay"):
+        # Full Body on (the panel's picture shows its rows: Body Root, and Pin / Pull on the active chain),
+        # the feet pinned as Set Up Character pins them.
+        obj.reach_ik.full_body = True
+        obj.reach_ik.body_root = "hips"
+        for chain in obj.reach_ik.chains:
+            chain.pin = chain.tip_bone.startswith("shin.")
     chains = obj.reach_ik.chains
     obj.reach_ik.active_chain_index = next(i for i, c in enumerate(chains) if c.tip_bone == "forearm.L")
     select_bones(obj, "forearm.L")

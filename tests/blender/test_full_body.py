@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import addon_utils
 import bpy
+import bpy_session
 import numpy as np
 import pytest
 import rigs
@@ -424,3 +425,52 @@ def test_keyed_hips_are_the_home_live_and_baked() -> None:
 def _past_reach_at(obj: bpy.types.Object, ch: bpy.types.PropertyGroup, frame: int) -> np.ndarray:
     bpy.context.scene.frame_set(frame)
     return _control(obj, ch)
+
+
+def _drag_poses(memo: bool) -> tuple[list[dict[str, np.ndarray]], list[list[tuple[str, float, bool, str]]]]:
+    """Evaluated poses and statuses along a drag: both hands in and past reach and back, the head's control
+    nodding, the spine's control moved once and a foot's once (the memo must notice both)."""
+    body_memo = bpy_session.submodule("core.body_memo")
+    body_memo.forget()
+    body_memo.ENABLED = memo
+    try:
+        obj, _hips = humanoid()
+        left, right, head = _chain(obj, "arm.L"), _chain(obj, "arm.R"), _chain(obj, "neck")
+        spine, foot = _chain(obj, "spine"), _chain(obj, "leg.L")
+        start = {s: _past_reach(obj, s, -0.1) for s in "LR"}
+        end = {s: _past_reach(obj, s, 0.2) for s in "LR"}
+        nod, chest, heel = _control(obj, head), _control(obj, spine), _control(obj, foot)
+        poses, statuses = [], []
+        for k, t in enumerate([0.0, 0.5, 1.0, 1.0, 0.6, 0.2, 0.2, 0.9, 0.3, 0.0]):
+            _move_control(obj, left, start["L"] + (end["L"] - start["L"]) * t)
+            _move_control(obj, right, start["R"] + (end["R"] - start["R"]) * (1.0 - t))
+            _move_control(obj, head, nod + np.array([0.0, -0.03, -0.02]) * t)
+            if k == 4:
+                _move_control(obj, spine, chest + np.array([0.02, -0.03, 0.0]))
+            if k == 7:
+                _move_control(obj, foot, heel + np.array([0.0, -0.02, 0.01]))
+            poses.append(_world_pose(obj))
+            statuses.append([(c.name, c.residual, c.is_valid, c.message) for c in obj.reach_ik.chains])
+        return poses, statuses
+    finally:
+        body_memo.ENABLED = True
+
+
+def test_the_memo_of_unchanged_chains_changes_nothing() -> None:
+    """A full-body update takes chains whose inputs did not change from their last solve (core/body_memo.py):
+    the same drag with and without it gives the same evaluated pose and the same statuses. The same to a
+    hundredth of the Tolerance: the spine's start is the same to float32 noise (~1e-7) only (its heads come
+    from the pose read), which the body stage carries on to a few 1e-6 near its limits."""
+    body_memo = bpy_session.submodule("core.body_memo")
+    with_memo, said = _drag_poses(True)
+    hits = body_memo.hits
+    without, said_without = _drag_poses(False)
+    assert body_memo.hits == hits, "the memo was used while off"
+    for k, (a, b) in enumerate(zip(with_memo, without, strict=True)):
+        worst = max(float(np.abs(a[n] - b[n]).max()) for n in a)
+        assert worst < 1e-5, f"update {k}: the memo changed a bone by {worst:.2e}"
+    for k, (a, b) in enumerate(zip(said, said_without, strict=True)):
+        assert [(n, r, m) for n, _res, r, m in a] == [(n, r, m) for n, _res, r, m in b], f"update {k}"
+        np.testing.assert_allclose([x[1] for x in a], [x[1] for x in b], atol=1e-5, err_msg=f"update {k}")
+    with_memo, _ = _drag_poses(True)
+    assert body_memo.hits > hits, "the drag never used the memo"

@@ -5,7 +5,7 @@ character rigged with the add-on's own operators, an elbow with a cone limit act
 and writes a screenshot. The test fails on any Python error from our code in Blender's output, and checks
 the picture independently: the sidebar and the viewport are not blank, and the overlay's colours (orange
 cones, green chain lines) are on screen. With REACH_UPDATE_DOCS=1 it also writes docs/panel.png and
-docs/overlay.png from the same screenshots.
+docs/overlay.png from the same screenshots, and docs/panel_annotated.png (tools/annotate_panel.py).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def _trim_bottom(img: np.ndarray) -> np.ndarray:
 
 
 def test_panel_and_overlay_in_the_gui(installed: Blender, tmp_path: Path) -> None:
-    info, img, log = _shot(installed, tmp_path / "panel.png", "panel", "1600x1250")
+    info, img, log = _shot(installed, tmp_path / "panel.png", "panel", "1600x1400")
     _check_common(info, log)
     assert info["tab"] == "Reach IK" and info["panel_draws"] > 0, f"the Reach IK tab is not showing: {info}"
     ui, view_rect = info["regions"]["UI"], info["regions"]["WINDOW"]
@@ -129,6 +129,11 @@ def test_panel_and_overlay_in_the_gui(installed: Blender, tmp_path: Path) -> Non
 
         panel = _trim_bottom(sidebar)
         plt.imsave(ROOT / "docs" / "panel.png", panel)
+        # The labelled copy (docs/panel_annotated.png) from the new picture: its rows are found in it, and a
+        # panel whose rows changed stops here with the rows found (update tools/annotate_panel.py's SECTIONS).
+        import annotate_panel
+
+        assert annotate_panel.main([]) == 0, "tools/annotate_panel.py could not label the new docs/panel.png"
 
 
 def test_overlay_closeup_in_the_gui(installed: Blender, tmp_path: Path) -> None:

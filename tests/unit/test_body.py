@@ -190,3 +190,30 @@ def test_bad_input_is_refused_with_a_message() -> None:
             problem.pull,
             problem.pinned,
         )
+
+
+def test_the_quick_inside_test_skips_only_frames_the_limits_give_back_unchanged() -> None:
+    """`_clearly_inside` (plain floats) lets `solve_body` skip the limits: every frame it passes must come
+    back from `_radial_cone` and `apply_joint_limits` bit for bit, and it must pass most frames well inside."""
+    from solvers.body import _clearly_inside, _limit_rows, _radial_cone
+    from solvers.limits import apply_joint_limits
+    from solvers.rotations import rotvec_matrix
+
+    rng = np.random.default_rng(7)
+    n = 3
+    cone = np.array([[0.0] * 4, *[[0.44, 0.3, 0.35, 0.5]] * n])[None]
+    twist = np.array([[0.0, 0.0], *[[-0.26, 0.3]] * n])[None]
+    limits = JointLimits(cone, np.array([[False] + [True] * n]), twist, np.array([[False] + [True] * n]))
+    passed = 0
+    for _ in range(400):
+        ref = rotvec_matrix(rng.normal(size=(n, 3)) * 0.5)
+        local = ref @ rotvec_matrix(rng.normal(size=(n, 3)) * rng.choice([0.05, 0.2, 0.5]))
+        rows = _limit_rows(ref, limits)
+        assert rows is not None
+        if not _clearly_inside(rows, local):
+            continue
+        passed += 1
+        c, uc, tw, ut = limits.cone[0, 1:], limits.use_cone[0, 1:], limits.twist[0, 1:], limits.use_twist[0, 1:]
+        out = apply_joint_limits(ref, _radial_cone(ref, local, c, uc), c, uc, tw, ut)
+        assert out.tobytes() == local.tobytes()
+    assert passed > 100
