@@ -14,9 +14,12 @@ outcome with the same message. When many chains move at once (`Program.solve_man
 in the rig core's numpy batches, batched as `core.solve` batches them, on the few arrays those chains need.
 
 Only plain rigs are compiled (`Program.build` says why not): single chains (no trees), Start From
-'Current', Influence 1, no Soft or Stretch, targets and poles that are objects (not bones), no Use
-Target Rotation, no axis-angle bones. Everything else, and every update the rig layer cannot prove
-touches only targets and poles, goes through `core.solve`.
+'Current', no axis-angle bones, control bones (targets and poles that are bones of the armature itself)
+that hang below no chain; Influence 1 (the rig layer checks); Use Target Rotation toward a control bone
+(the tip takes its orientation, as `core.batch`). Chains with Target Rotation toward an object, Soft,
+Stretch or a CCD step are left out (`Program.refused`): an update that moves them, or a chain they hang
+below, goes through `core.solve`, as does every update the rig layer cannot prove touches only targets,
+poles and control bones.
 
 This module imports ``mathutils`` (Blender's C math module, not bpy): it is the one module of `core/` that
 does, because it holds chains as ``mathutils`` objects between updates. The unit tier cannot import it; the
@@ -105,6 +108,17 @@ class Link:
     channel: list[tuple[str, str]]  # each bone's (channel attribute, rotation mode)
     joint: JointLimits | None = None  # the limits as the numpy solvers take them (two-bone under limits)
     below: list[int] = field(default_factory=list)  # links hanging below this one's bones, by level
+    blocks: bool = False  # a chain the program refused hangs below this one's bones
+    # Use Target Rotation: the tip bone (not among `bones`, which reach for where its head must be) takes the
+    # target's orientation; its channel and inverted rest_rel. -1: none.
+    rot_tip: int = -1
+    tip_channel: tuple[str, str] = ("", "")
+    tip_ref_inv: Quaternion | None = None
+
+    @property
+    def posed(self) -> list[int]:
+        """Every bone the link writes, root first."""
+        return [*self.bones, self.rot_tip] if self.rot_tip >= 0 else self.bones
 
 
 @dataclass
@@ -153,6 +167,7 @@ class Program:
         # bones' rest data, scale and location do, which the rig layer guarantees until it calls `forget`.
         self.shapes: dict[int, Chain] = {}
         self.many: dict[tuple[int, ...], _Many | None] = {}  # links -> their batches (None: not batchable)
+        self.refused: dict[int, str] = {}  # chains left to the full solve (chain index -> why)
 
     def forget(self) -> None:
         """The bones' local geometry may have changed (a channel other than rotation, or the rest pose)."""
@@ -170,27 +185,28 @@ class Program:
             return "the Tolerance is not a distance"
         sk = snap.sk
         links: list[Link] = []
+        refused: dict[int, str] = {}  # chain index -> why the program leaves it to the full solve
         for g in snap.plan.groups:
             if g.is_tree:
                 return "a tree"
             c = g.chains[0]
-            if (
-                c.use_target_rotation
-                or c.target_bone
-                or c.pole_bone
-                or c.soft > 0.0
-                or c.stretch > 1.0
-                or c.ccd_max_step
-            ):
-                return f"chain '{c.name}' uses a feature only the full solve has"
+            # Target Rotation: with a control bone of this armature (an Empty turned in place would go
+            # unnoticed: the lean path compares where objects are), and a bone left to solve.
+            rotation = c.use_target_rotation and c.target_local >= 0 and len(c.bones) > 1 and c.solver != "TWO_BONE"
+            if (c.use_target_rotation and not rotation) or c.soft > 0.0 or c.stretch > 1.0 or c.ccd_max_step:
+                # Left to the full solve: an update that moves its controls (or a chain it hangs below) takes
+                # the full path; the other chains stay compiled.
+                refused[c.index] = f"chain '{c.name}' uses a feature only the full solve has"
+                continue
             channel = []
             for b in c.bones:
                 mode = modes[b]
                 if mode == "AXIS_ANGLE":
                     return "an axis-angle bone"
                 channel.append(("rotation_quaternion" if mode == "QUATERNION" else "rotation_euler", mode))
+            solved_bones = c.bones[:-1] if rotation else c.bones
             try:
-                joint = cached_limits(snap, [c.bones])
+                joint = cached_limits(snap, [solved_bones])
             except ValueError:
                 return f"chain '{c.name}' has limits the solver refuses"
             limits = chain_limits(joint)[0] if joint is not None else None
@@ -201,24 +217,36 @@ class Program:
                 step = make_ccd_step(None, limits is not None)
             elif len(c.bones) != 2:
                 return f"chain '{c.name}' is not two bones"
-            ref = sk.rest_rel[c.bones]
-            links.append(
-                Link(
-                    chain=c,
-                    bones=list(c.bones),
-                    parent=int(sk.parent[c.bones[0]]),
-                    level=g.level,
-                    ref_rows=ref.tolist(),
-                    ref_inv=[Matrix(r.tolist()).to_quaternion().inverted() for r in ref],
-                    limits=limits,
-                    step=step,
-                    tip_length=float(snap.lengths[c.bones[-1]]),
-                    channel=channel,
-                    joint=joint if step is None else None,
-                )
+            ref = sk.rest_rel[solved_bones]
+            link = Link(
+                chain=c,
+                bones=list(solved_bones),
+                parent=int(sk.parent[c.bones[0]]),
+                level=g.level,
+                ref_rows=ref.tolist(),
+                ref_inv=[Matrix(r.tolist()).to_quaternion().inverted() for r in ref],
+                limits=limits,
+                step=step,
+                tip_length=float(snap.lengths[c.bones[-1]]),
+                channel=channel[: len(solved_bones)],
+                joint=joint if step is None else None,
             )
+            if rotation:
+                tip = c.bones[-1]
+                link.rot_tip, link.tip_channel = tip, channel[-1]
+                link.tip_ref_inv = Matrix(sk.rest_rel[tip].tolist()).to_quaternion().inverted()
+            links.append(link)
+        if not links:
+            return next(iter(refused.values()), "no chains")
+        chain_bones = {b for g in snap.plan.groups for b in g.bones}
+        for link in links:
+            for control in (link.chain.target_local, link.chain.pole_local):
+                if control >= 0 and (control in chain_bones or any(a in chain_bones for a in sk.ancestors(control))):
+                    # It moves with the chain it hangs below: the full solve orders that.
+                    return f"chain '{link.chain.name}' has a control bone that hangs below a chain"
         prog = cls(snap, links, modes)
-        owner = {b: i for i, link in enumerate(links) for b in link.bones}
+        prog.refused = refused
+        owner = {b: i for i, link in enumerate(links) for b in link.posed}
         for i, link in enumerate(links):
             # Links whose root hangs below this link's bones, at any depth (a bone's ancestors include those of
             # every link it hangs below through), parents first.
@@ -228,14 +256,22 @@ class Program:
                 if j != i and any(owner.get(a) == i for a in sk.ancestors(other.bones[0]))
             ]
             link.below = sorted(below, key=lambda j: links[j].level)
+            link.blocks = any(
+                any(owner.get(a) == i for a in sk.ancestors(g.chains[0].bones[0]))
+                for g in snap.plan.groups
+                if g.chains[0].index in refused
+            )
         return prog
 
-    def closure(self, chains: Iterable[int]) -> list[int]:
-        """The links of `chains` (chain indices) and every link below them, parents first."""
+    def closure(self, chains: Iterable[int]) -> list[int] | None:
+        """The links of `chains` (chain indices) and every link below them, parents first; None when one of
+        them is a chain the program refused, or has one below it (the full solve's)."""
         out: set[int] = set()
         for index in chains:
             i = self.by_chain.get(index)
-            if i is not None and i not in out:
+            if i is None or self.links[i].blocks:
+                return None
+            if i not in out:
                 out.add(i)
                 out.update(self.links[i].below)
         return sorted(out, key=lambda j: self.links[j].level)
@@ -291,10 +327,18 @@ class Program:
             keep = [m.to_quaternion() for m in mats]
             root = _xyz(mats[0].translation)
             base = pose(link.parent).to_quaternion() if link.parent >= 0 else Quaternion()
+            tip_mat = pose(link.rot_tip) if link.rot_tip >= 0 else None
             shape = self.shapes.get(i)
             if shape is None:
-                shape = self.shapes[i] = self._shape(link, mats, base)
+                shape = self.shapes[i] = self._shape(link, mats, base, tip_mat)
             goal = _xyz(inv @ targets[c.index].translation)
+            tip_rot: Quaternion | None = None
+            if tip_mat is not None:
+                # As `core.batch.solve_batch`: the tip takes the target's orientation (in armature space); the
+                # bones above reach for where the tip's head must be for its tail to be on the target.
+                tip_rot = (inv @ targets[c.index]).to_quaternion()
+                tip_off = tip_mat.to_3x3().normalized().transposed() @ (tip_mat.col[1].xyz * link.tip_length)
+                goal = _xyz(Vector(goal) - tip_rot @ tip_off)
             pole_at: list[float] | None = None
             if c.index in poles:
                 p = inv @ poles[c.index].translation
@@ -339,7 +383,7 @@ class Program:
                 tip = _xyz(mats[-1].translation + mats[-1].col[1].xyz * link.tip_length)
                 residual = math.dist(tip, goal)
             else:
-                rel = self._place(link, shape, solved, mats, base, channels, new, out)
+                rel = self._place(link, shape, solved, mats, base, channels, new, out, tip_rot, tip_mat)
                 residual = math.dist(_xyz(rel), chain.target64)
             # As `solvers.scalar._result`: within tolerance is converged; the analytic solve's miss is out of
             # reach; an iterative solve that stopped short is stalled unless it said why.
@@ -369,7 +413,7 @@ class Program:
             self.many.clear()
         chosen = set(order)
         sk = self.snap.sk
-        ok = all(chosen.isdisjoint(self.links[i].below) for i in order)
+        ok = all(chosen.isdisjoint(self.links[i].below) and self.links[i].rot_tip < 0 for i in order)
         # Batched as `core.solve` batches one level (`core.solve._solve_levels`), so each batch picks the same solver.
         groups: dict[tuple[int, str, int], list[Link]] = {}
         for i in order:
@@ -534,10 +578,12 @@ class Program:
         result = solve_two_bone(problem)
         return [Matrix(f.tolist()).to_quaternion() for f in result.frames[0]]
 
-    def _shape(self, link: Link, mats: list[Matrix], base: Quaternion) -> Chain:
-        """The chain's local geometry (offsets, lengths, reference frames, limits) from its bones' pose."""
+    def _shape(self, link: Link, mats: list[Matrix], base: Quaternion, tip: Matrix | None = None) -> Chain:
+        """The chain's local geometry (offsets, lengths, reference frames, limits) from its bones' pose; with
+        Target Rotation (`tip`: the tip bone's pose) the chain ends at the tip's head."""
         heads = [m.translation for m in mats]
-        points = [*heads, heads[-1] + mats[-1].col[1].xyz * link.tip_length]
+        end = heads[-1] + mats[-1].col[1].xyz * link.tip_length if tip is None else tip.translation
+        points = [*heads, end]
         rots = [m.to_3x3().normalized() for m in mats]
         offsets = [list(_xyz(r.transposed() @ (points[k + 1] - points[k]))) for k, r in enumerate(rots)]
         keep_dirs = [list(_xyz((points[k + 1] - points[k]).normalized())) for k in range(len(rots))]
@@ -568,17 +614,23 @@ class Program:
         channels: Channels,
         new: dict[int, Matrix],
         out: Outcomes,
+        tip_rot: Quaternion | None = None,
+        tip_mat: Matrix | None = None,
     ) -> Vector:
-        """Write a solved link's rotations into `channels`, note its bones' new poses (for links below);
-        return its tip relative to its root."""
+        """Write a solved link's rotations into `channels` (with Target Rotation, the tip's `tip_rot` too),
+        note its bones' new poses (for links below); return its end relative to its root."""
         carry = bool(link.below)
         parent_inv = base_q.conjugated()
         rel = Vector()
-        for k, (b, q) in enumerate(zip(link.bones, solved, strict=True)):
+        bones, rotations = link.bones, solved
+        if tip_rot is not None:
+            bones, rotations = link.posed, [*solved, tip_rot]
+        for k, (b, q) in enumerate(zip(bones, rotations, strict=True)):
+            tip = k == len(link.bones)
             # Blender poses a bone as parent @ rest_rel @ basis (`core.solve.local_rotations`).
-            basis = link.ref_inv[k] @ (parent_inv @ q)
+            basis = (link.tip_ref_inv if tip else link.ref_inv[k]) @ (parent_inv @ q)  # type: ignore[operator]
             basis.normalize()
-            attr, mode = link.channel[k]
+            attr, mode = link.tip_channel if tip else link.channel[k]
             row = channels[attr][b]
             prev = row.tolist()
             if mode == "QUATERNION":
@@ -597,7 +649,10 @@ class Program:
                     break
             if carry:
                 # The bone's new pose, for chains below: its head, the solved rotation, its scale as it was.
-                new[b] = Matrix.LocRotScale(mats[0].translation + rel, q, mats[k].to_scale())
+                scale = tip_mat.to_scale() if tip and tip_mat is not None else mats[k].to_scale()
+                new[b] = Matrix.LocRotScale(mats[0].translation + rel, q, scale)
+            if tip:
+                break
             # Relative to the root, as the kernels solved it: float32 rounds to the chain's size.
             rel = rel + q @ shape.offsets[k]
             parent_inv = q.conjugated()

@@ -97,10 +97,14 @@ def solve_live_order(
     mode_values = armature.rotation_mode_values(obj)
     modes = [armature.MODE_NAMES[v] for v in mode_values.tolist()]
     program = Program.build(snap, modes)
-    if isinstance(program, str):
+    if isinstance(program, str) or program.refused:
         return None
+    if any(link.chain.target_bone or link.chain.pole_bone for link in program.links):
+        return None  # control bones: their pose per frame may depend on the solve (`core.sequence` orders it)
     chains = [c.index for g in plan.groups for c in g.chains]
     order = program.closure(chains)
+    if order is None:
+        return None
     bones = sorted({b for g in plan.groups for b in g.bones}, key=lambda b: (int(sk.depth[b]), b))
     channels = {k: v.copy() for k, v in channels_before.items() if k.startswith("rotation_")}
     # The first frame starts from the FK pose.

@@ -448,6 +448,14 @@ class _Lean:
     store_names: str = ""
     store_size: int = -1
     seen: dict[int, tuple[float, ...]] = field(default_factory=dict)  # row -> its matrix's translation
+    # Control bones of the rig itself: chain index -> (target bone, pole bone), -1 for an object; every such
+    # bone, and the fingerprint's row of each (`_check`).
+    bones: dict[int, tuple[int, int]] = field(default_factory=dict)
+    own: list[int] = field(default_factory=list)
+    row_bone: dict[int, int] = field(default_factory=dict)
+    turned: set[int] = field(default_factory=set)  # rows of targets whose orientation a chain takes
+    carried: set[int] = field(default_factory=set)  # bones that are or hang below a bone the program poses
+    refused_uids: set[int] = field(default_factory=set)  # targets and poles of chains left to the full solve
     checked: _Seen | None = None  # the fingerprint the last check was for
     ok: bool = False  # that check's verdict
 
@@ -463,12 +471,18 @@ def _compile(obj: bpy.types.Object, plan: Plan, modes: NDArray[np.int32]) -> _Le
         return lean
     lean.data_uid = obj.data.session_uid
     settings = rig_settings(obj).chains
+    for index in program.refused:
+        ch = settings[index]
+        # Its control bones in this armature: `_own_moved` sends their moves to the full path (not among `own`).
+        lean.refused_uids.update(ob.session_uid for ob in (ch.target, ch.pole) if ob is not None and ob != obj)
     for link in program.links:
         c = link.chain
         ch = settings[c.index]
         target, pole = ch.target, ch.pole if c.pole is not None else None
         lean.chains[c.index] = (target, pole, -1, -1)
         lean.controls[c.index] = (target, pole)
+        if c.target_local >= 0 or c.pole_local >= 0:
+            lean.bones[c.index] = (c.target_local, c.pole_local if c.pole is not None else -1)
         for ob in (target, pole):
             if ob is not None:
                 lean.by_uid.setdefault(ob.session_uid, []).append(c.index)
@@ -489,6 +503,9 @@ def _check(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean) -> bool:
         out = shown.get(i)
         if out is None or not out.valid or angles[i][1] != 1.0:
             return False  # refused by the full solve, or blending with FK
+        c = link.chain
+        if (c.target_bone and c.target_local < 0) or (c.pole_bone and c.pole is not None and c.pole_local < 0):
+            return False  # a bone of another armature (or one not found): the full path carries it
     if cache.stretched.get(uid) or cache.hangs.get(uid):
         return False  # a stretch of ours to undo, or targets that hang from bones
     text = obj.get(fk.NAMES_KEY)
@@ -501,7 +518,7 @@ def _check(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean) -> bool:
         modes = np.frombuffer(lean.modes, dtype=np.int32)
         at = {}
         for link in program.links:
-            for b in link.bones:
+            for b in link.posed:
                 row = store.index.get(names[b])
                 if row is None or int(store.rows[row, fk.MODE]) != int(modes[b]):
                     return False  # a bone Reach IK has not written yet: its FK value is not stored
@@ -511,13 +528,103 @@ def _check(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean) -> bool:
         lean.store_off = np.full(len(names), -1, dtype=np.int64)
         lean.store_off[list(at)] = list(at.values())
     lean.seen = {}
+    lean.row_bone = {}
     for index, (target, pole, _t, _p) in lean.chains.items():
         rows = last.objects.rows[index]
         lean.chains[index] = (target, pole, rows[0], rows[1] if pole is not None else -1)
         for row in rows:
             lean.seen[row] = tuple(last.objects.mats[row][:3, 3].tolist())
+        for row, bone in zip(rows, lean.bones.get(index, ()), strict=False):
+            if bone >= 0:
+                lean.row_bone[row] = bone
+    lean.own = sorted(set(lean.row_bone.values()))
+    lean.turned = {lean.chains[link.chain.index][2] for link in program.links if link.rot_tip >= 0}
+    sk = program.snap.sk
+    posed = {b for link in program.links for b in link.posed}
+    lean.carried = {b for b in range(len(sk.names)) if b in posed or any(a in posed for a in sk.ancestors(b))}
+    if lean.own and (last.pose is None or obj.get(fk.NAMES_KEY) is None):
+        return False  # control bones are compared against the evaluated pose the last full check read
     lean.angles = {i: float(angles[i][0]) for i in lean.chains}
     return True
+
+
+@dataclass
+class _Own:
+    """What moved among a rig's own control bones in an update that listed the armature (`_own_moved`)."""
+
+    changed: set[int]  # chain indices whose control bone moved
+    moved: dict[int, tuple[float, ...]]  # fingerprint row -> the control's translation now, where it changed
+    channels: armature.Channels  # every channel, read now
+    pose: F64  # the evaluated pose, read now
+    roots: list[int]  # the bones whose pose the fingerprint holds (`_outside_parents`)
+
+    def take_channels(self, last: _Seen, lean: _Lean) -> None:
+        """The fingerprint's channel arrays (which the lean path writes whole) take the control bones' rows."""
+        assert last.arrays is not None
+        for attr, now in self.channels.items():
+            last.arrays[attr][lean.own] = now[lean.own]
+
+    def note(self, last: _Seen, lean: _Lean) -> None:
+        """The fingerprint takes the control bones as they are now (after a lean solve: the full path's next
+        check compares against them)."""
+        assert last.arrays is not None and last.pose is not None and last.mats is not None
+        own = lean.own
+        self.take_channels(last, lean)
+        last.pose[own] = self.pose[own]
+        last.roots = last.pose[self.roots].tobytes()
+        world = last.mats[0]
+        for row, bone in lean.row_bone.items():
+            last.mats[row] = world @ self.pose[bone]
+        last.channels = None
+
+
+def _own_moved(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean, read: dict[int, Matrix]) -> _Own | None:
+    """An update listed the armature: which of its control bones moved (their chains, and their world matrices
+    put in `read` by fingerprint row), or None when anything else of the armature may have changed (a bone
+    posed, its transform, rotation modes, bones, a bone's evaluated pose above a chain): the full path's."""
+    if not lean.own or last.pose is None or last.arrays is None or last.mats is None:
+        return None
+    program = lean.program
+    assert isinstance(program, Program)
+    if armature.skeleton(obj) is not program.snap.sk:
+        return None
+    if armature.rotation_mode_values(obj).tobytes() != lean.modes:
+        return None
+    world = armature.WorldMatrices().of([obj])[0]
+    if world.tobytes() != last.world:
+        return None
+    own = set(lean.own)
+    channels = armature.read_channels(obj, armature.ALL_CHANNELS)
+    for attr, now in channels.items():
+        before = last.arrays.get(attr)
+        if before is None or before.shape != now.shape:
+            return None
+        # NaN compares unequal: a NaN outside the control bones goes to the full path, which refuses it.
+        if not own.issuperset(np.flatnonzero((now != before).any(axis=1)).tolist()):
+            return None
+    pose = armature.pose_matrices(obj)
+    hit = cache.roots.get(uid)
+    if hit is None or hit[0] is not program.snap.sk or pose.shape != last.pose.shape:
+        return None
+    roots: list[int] = hit[2]
+    # Bones the program poses, and those below them, moved with its last write (their channels compare above).
+    others = [b for b in roots if b not in own and b not in lean.carried]
+    if others and not np.array_equal(pose[others], last.pose[others]):
+        return None  # a bone above a chain moved (a constraint, a driver): the full path finds which chains
+    changed: set[int] = set()
+    moved: dict[int, tuple[float, ...]] = {}
+    by_row = {row: i for i, (_t, _p, t_row, p_row) in lean.chains.items() for row in (t_row, p_row) if row >= 0}
+    for row, bone in lean.row_bone.items():
+        m = world @ pose[bone]
+        at = tuple(m[:3, 3].tolist())
+        # A chain with Target Rotation takes the control's orientation too: its whole matrix compares.
+        if at != lean.seen.get(row) or (row in lean.turned and not np.array_equal(m, last.mats[row])):
+            if not abs(at[0]) + abs(at[1]) + abs(at[2]) < 1e30:
+                return None  # NaN or infinite: the full path refuses it with a message
+            moved[row] = at
+            changed.add(by_row[row])
+        read[row] = Matrix(m.tolist())
+    return _Own(changed, moved, channels, pose, roots)
 
 
 def _recheck(uid: int) -> None:
@@ -528,7 +635,7 @@ def _recheck(uid: int) -> None:
         lean.checked = None
 
 
-def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
+def _lean(obj: bpy.types.Object, uid: int, updated: set[int], again: frozenset[int] = frozenset()) -> bool:
     """Solve an update that moved only targets and poles of `obj` on its compiled program; False when the
     update needs the full path (`_solve_live`): the rig is not compiled, or the armature itself changed."""
     last: _Seen | None = cache.fingerprints.get(uid)
@@ -536,7 +643,8 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
     if last is None or planned is None or rig_settings(obj).full_body:  # Full Body: the full path (core/body.py)
         return False
     lean: _Lean | None = cache.programs.get(uid)
-    if uid in updated or (lean.data_uid if lean is not None else obj.data.session_uid) in updated:
+    listed = uid in updated or (lean.data_uid if lean is not None else obj.data.session_uid) in updated
+    if listed and lean is not None and not lean.bones:
         # Posed, transformed, keyed, its settings or bones changed: the full path compares everything, and
         # the next lean update checks the rig again (rotation modes, say).
         _recheck(uid)
@@ -552,18 +660,36 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
         lean.ok = _check(obj, uid, last, lean)
         lean.checked = last
     if not lean.ok or isinstance(lean.program, str):
+        if listed:
+            _recheck(uid)
         return False
     program = lean.program
-    if not touched:
-        cache.checks[uid] = cache.checks.get(uid, 0) + 1
-        return True
+    if not lean.refused_uids.isdisjoint(updated):
+        # A control of a chain the program leaves to the full solve moved (or something it depends on).
+        _recheck(uid)
+        return False
     assert last.arrays is not None and last.mats is not None
     read: dict[int, Matrix] = {}  # row of the fingerprint's matrices -> the matrix read now
+    own: _Own | None = None
+    if listed:
+        # The armature itself changed: the lean path goes on only if what changed is its control bones.
+        own = _own_moved(obj, uid, last, lean, read)
+        if own is None:
+            _recheck(uid)
+            return False
+        # The control bones' chains: `own` says which moved; other objects' chains as without bones.
+        touched = {i for u in updated if u not in (uid, lean.data_uid) for i in lean.by_uid.get(u, ())}
+    elif not touched and not again:
+        cache.checks[uid] = cache.checks.get(uid, 0) + 1
+        return True
 
     def matrix(ob: bpy.types.Object, row: int) -> Matrix:
         m = read.get(row)
         if m is None:
-            m = read[row] = ob.matrix_world.copy()
+            bone = lean.row_bone.get(row)
+            # A control bone: where Blender's IK aims, the armature's matrix times the bone's pose (its head).
+            m = ob.matrix_world.copy() if bone is None else obj.matrix_world @ obj.pose.bones[bone].matrix
+            read[row] = m
         return m
 
     changed: list[int] = []
@@ -580,8 +706,8 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
         for i in sorted(touched):
             target, pole, t_row, p_row = lean.chains[i]
             for ob, row in ((target, t_row), (pole, p_row)):
-                if ob is None:
-                    continue
+                if ob is None or row in lean.row_bone:
+                    continue  # a control bone: `_own_moved` compares it
                 # Only where it is matters (no chain here takes a target's rotation): a turned Empty is no
                 # change here, and the next full check (which compares whole matrices) solves its chain
                 # again, to the same pose.
@@ -592,15 +718,32 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
                         return False  # NaN or infinite: the full path refuses it with a message
                     moved[row] = at
                     changed.append(i)
+    if own is not None:
+        moved.update(own.moved)
+        changed = sorted(set(changed) | own.changed)
+    if again:
+        if not again <= lean.chains.keys():
+            return False  # a chain the program does not solve: the full path
+        changed = sorted(set(changed) | again)
     cache.checks[uid] = cache.checks.get(uid, 0) + 1
     if not changed:
+        if own is not None:
+            own.note(last, lean)
         return True
-    order = program.closure(changed)
+    closure = program.closure(changed)
+    if closure is None:
+        _recheck(uid)
+        return False  # a chain the program leaves to the full solve moved, or hangs below one that did
+    order = closure
+    _lean_order[:] = [program.links[j].chain.index for j in order]
     text = obj.get(fk.NAMES_KEY)
     held = fk.array_of(obj.get(fk.ROWS_KEY))
     if text != lean.store_names or held is None or held.shape[0] != lean.store_size:
         _recheck(uid)
         return False
+    if own is not None:
+        # The write below sets whole channel arrays: the control bones' rows must hold what the user set.
+        own.take_channels(last, lean)
     if len(order) > SCALAR_MAX_CHAINS:
         # Many chains at once: numpy batches are faster than one scalar solve after another
         # (bench/scalar.py), on inputs read here without the full path's reading and comparing.
@@ -616,6 +759,8 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int]) -> bool:
     lean.seen.update(moved)
     if moved:
         last.mats[list(moved), :3, 3] = list(moved.values())
+    if own is not None:
+        own.note(last, lean)
     last.channels = None
     cache.stats[uid] = cache.stats.get(uid, 0) + 1
     cache.program_solves[uid] = cache.program_solves.get(uid, 0) + 1
@@ -683,10 +828,11 @@ def _moved_many(
     owners: list[int] = []
     for i in touched:
         target, pole, t_row, p_row = lean.chains[i]
-        objects.append(target)
-        rows.append(t_row)
-        owners.append(i)
-        if pole is not None:
+        if t_row not in lean.row_bone:  # a control bone: `_own_moved` compares it
+            objects.append(target)
+            rows.append(t_row)
+            owners.append(i)
+        if pole is not None and p_row not in lean.row_bone:
             objects.append(pole)
             rows.append(p_row)
             owners.append(i)
@@ -854,14 +1000,21 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
                 continue
             try:
                 lean = use_program and updated is not None and not dirty and not follows and uid not in leaders
+                # Chains whose search the budget cut in the last (lean) update: solved again now, moved or not.
+                again = _resume.pop(uid, frozenset())
                 # The global stage within a budget per rig and update; a search the budget cut goes on in the
                 # next update (the rig is solved again then, whatever moved).
                 # Frame changes solve unbounded: playback poses as the render and the bake do.
+                _lean_order.clear()
                 with search.budget(stage_budget if updated is not None else None) as spent:
-                    if not (lean and _lean(obj, uid, updated)):  # type: ignore[arg-type]  # a set, if lean
+                    took = lean and _lean(obj, uid, updated, again)  # type: ignore[arg-type]  # a set, if lean
+                    if not took:
+                        _lean_order.clear()
+                        if again:
+                            cache.fingerprints.pop(uid, None)  # the full path solves every chain again
                         _solve_live(obj, moved, uid in leaders)
                 if spent.cut:
-                    _carry_on_later(uid)
+                    _carry_on_later(uid, frozenset(_lean_order) if took else None)
             except Exception:
                 # One rig's failure never stops the others; print each distinct failure once.
                 text = traceback.format_exc()
@@ -932,11 +1085,19 @@ _HANDLERS = (
 _carrying: set[int] = set()
 
 
-def _carry_on_later(uid: int) -> None:
+_resume: dict[int, frozenset[int]] = {}  # rig uid -> chains the budget cut in a lean update (`_lean_order`)
+_lean_order: list[int] = []  # chain indices the current `_lean` solved
+
+
+def _carry_on_later(uid: int, chains: frozenset[int] | None) -> None:
     """The budget cut a search of rig `uid`: solve it again (its inputs stand still) after this update, from
-    a timer (tagging it inside the handler would not make Blender evaluate it again)."""
-    cache.fingerprints.pop(uid, None)
-    cache.dirty.add(uid)
+    a timer (tagging it inside the handler would not make Blender evaluate it again). `chains`: what a lean
+    update solved (the next one solves them again, on the program too); None: the full path solves it all."""
+    if chains:
+        _resume[uid] = _resume.get(uid, frozenset()) | chains
+    else:
+        cache.fingerprints.pop(uid, None)
+        cache.dirty.add(uid)
     _carrying.add(uid)
     if not bpy.app.timers.is_registered(carry_on):
         bpy.app.timers.register(carry_on, first_interval=0.0)
@@ -969,5 +1130,6 @@ def unregister() -> None:
     if bpy.app.timers.is_registered(carry_on):
         bpy.app.timers.unregister(carry_on)
     _carrying.clear()
+    _resume.clear()
     search.forget()
     cache.clear(keep_stats=False)

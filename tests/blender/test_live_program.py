@@ -15,7 +15,7 @@ import bpy_session
 import numpy as np
 import pytest
 import rigs
-from mathutils import Vector
+from mathutils import Matrix, Quaternion, Vector
 
 from demo import rigs as demo_rigs
 
@@ -346,3 +346,163 @@ def test_a_broken_target_among_many_moved_refuses_only_its_chain() -> None:
     assert live.batch_solve_count(obj) == batches + 1, "the batches take over again"
     assert all(ch.is_valid for ch in chains)
     assert max(_tip_miss(obj, ch.name) for ch in chains) <= TOL
+
+
+def _set_up_rig(limits: bool) -> bpy.types.Object:
+    """The Mixamo-named humanoid set up in one click: control bones in the armature, Knee/Elbow hinges, hands
+    and feet following their controls (Copy Rotation), spine and neck with Target Rotation."""
+    bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
+    obj = demo_rigs.humanoid("mixamo", bent=True)
+    bpy.context.view_layer.update()
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.reach.auto_setup(limits=limits) == {"FINISHED"}
+    rigs.update()
+    rigs.update()
+    return obj
+
+
+def _drag_controls(obj: bpy.types.Object, step: int, names: tuple[str, ...]) -> None:
+    """Step `step` of a deterministic drag of control bones (near and beyond their limb's reach)."""
+    for k, name in enumerate(names):
+        pb = obj.pose.bones[name]
+        # Turned too: the program writes whole channel arrays, and must keep the controls' own values.
+        pb.rotation_quaternion = Quaternion((1.0, 0.0, 0.0), 0.1 * step + k) @ pb.rotation_quaternion
+        loc = pb.location
+        loc.x += 0.05 * math.sin(0.7 * step + k)
+        loc.y += 0.04 * math.cos(0.5 * step + 2 * k)
+        loc.z += 0.06 * math.sin(0.3 * step - k)
+
+
+_HANDS_FEET = ("IK-hand.L", "IK-foot.R")
+_ALL_LIMBS = ("IK-hand.L", "IK-hand.R", "IK-foot.L", "IK-foot.R", "Pole-arm.L")
+_CHEST_HEAD = ("IK-chest", "IK-head")  # the spine's and neck's controls: FABRIK with Target Rotation
+
+
+def _run_set_up(limits: bool, names: tuple[str, ...], program: bool) -> tuple[list, list, int]:
+    live = _live()
+    was = live.stage_budget
+    live.stage_budget = None  # compared for equality: the global stage unbounded on both sides
+    try:
+        with _program(program):
+            obj = _set_up_rig(limits)
+            before = live.program_solve_count(obj)
+            poses, statuses = [], []
+            for step in range(8):
+                _drag_controls(obj, step, names)
+                rigs.update()
+                poses.append(_evaluated_pose(obj))
+                statuses.append([(ch.is_valid, ch.message.split(":")[0], ch.residual) for ch in obj.reach_ik.chains])
+            return poses, statuses, live.program_solve_count(obj) - before
+    finally:
+        live.stage_budget = was
+
+
+@pytest.mark.parametrize(
+    ("limits", "names"),
+    [
+        (True, _HANDS_FEET),
+        (False, _HANDS_FEET),
+        (True, _ALL_LIMBS),
+        (True, _CHEST_HEAD),
+        (True, ("IK-chest", "IK-hand.R")),
+        (False, ("IK-head",)),
+    ],
+    ids=["limits", "no-limits", "four-limbs-and-a-pole", "chest-and-head", "chest-and-hand", "head"],
+)
+def test_the_set_up_rigs_control_bones_take_the_program_and_match_the_full_solve(
+    limits: bool, names: tuple[str, ...]
+) -> None:
+    lean_poses, lean_status, lean_count = _run_set_up(limits, names, True)
+    full_poses, full_status, full_count = _run_set_up(limits, names, False)
+    assert full_count == 0
+    assert lean_count >= 7, f"the control bones' drags took the compiled program: {lean_count} of 8"
+    for step, (a, b) in enumerate(zip(lean_poses, full_poses, strict=True)):
+        # Every bone, the hands and feet that follow their controls included (Blender evaluates those).
+        worst = float(np.abs(a - b).max())
+        assert worst < 5 * TOL, f"step {step}: the program's pose differs from the full solve's by {worst}"
+    for step, (a, b) in enumerate(zip(lean_status, full_status, strict=True)):
+        for (valid_a, text_a, res_a), (valid_b, text_b, res_b) in zip(a, b, strict=True):
+            assert valid_a == valid_b
+            assert text_a == text_b, f"step {step}: '{text_a}' vs '{text_b}'"
+            assert abs(res_a - res_b) < 5 * TOL
+
+
+def test_turning_a_target_rotation_control_solves_and_posing_a_bone_takes_the_full_path() -> None:
+    live = _live()
+    obj = _set_up_rig(True)
+    _drag_controls(obj, 0, ("IK-hand.L",))
+    rigs.update()
+    # The head's control turned in place: its chain takes the control's orientation, so it is solved again.
+    head = obj.pose.bones["IK-head"]
+    lean = live.program_solve_count(obj)
+    head.rotation_quaternion = Quaternion((0.0, 0.0, 1.0), 0.4)
+    rigs.update()
+    assert live.program_solve_count(obj) == lean + 1
+    ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get()).pose.bones
+    turned = ev["mixamorig:Head"].matrix.to_quaternion().rotation_difference(ev["IK-head"].matrix.to_quaternion())
+    assert turned.angle < 1e-3, "the head takes its control's orientation"
+    lean = live.program_solve_count(obj)
+    solves = live.solve_count(obj)
+    # A bone posed by hand together with a control: the full path (it compares everything).
+    solves = live.solve_count(obj)
+    obj.pose.bones["mixamorig:Hips"].location.z += 0.05
+    _drag_controls(obj, 1, ("IK-hand.L",))
+    rigs.update()
+    assert live.solve_count(obj) > solves and live.program_solve_count(obj) == lean
+    # Then a control alone again: the program.
+    _drag_controls(obj, 2, ("IK-hand.L",))
+    rigs.update()
+    _drag_controls(obj, 3, ("IK-hand.L",))
+    rigs.update()
+    assert live.program_solve_count(obj) > lean
+
+
+_SEARCHED = (0.269, -0.354, 1.725)  # armature space (bench/live.py's drag (d), round 12)
+
+
+def test_a_search_the_budget_cut_goes_on_in_the_program() -> None:
+    live = _live()
+    was = live.stage_budget
+    try:
+        obj = _set_up_rig(True)
+        live.stage_budget = 3e-4  # the global stage cut after a few starts
+        # The hand up in front of the shoulder, where the elbow's tilted hinge leaves it to the global stage.
+        obj.pose.bones["IK-hand.L"].matrix = Matrix.Translation(_SEARCHED)
+        bpy.context.view_layer.update()
+        lean, solves = live.program_solve_count(obj), live.solve_count(obj)
+        assert live.carrying(), "the search was cut"
+        rigs.update()  # the updates that carry it on, as a viewport's redraws
+        assert not live.carrying()
+        assert live.program_solve_count(obj) > lean, "the search went on in the compiled program"
+        assert live.solve_count(obj) - solves == live.program_solve_count(obj) - lean, "not in the full path"
+        # The control bone stays where (and as turned as) it was put; the status says what Blender shows.
+        ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get()).pose.bones
+        assert (ev["IK-hand.L"].matrix.translation - Vector(_SEARCHED)).length < 1e-5
+        assert abs(ev["IK-hand.L"].matrix.to_quaternion().angle) < 1e-4
+        ch = obj.reach_ik.chains["arm.L"]
+        miss = (ev[ch.tip_bone].tail - ev["IK-hand.L"].head).length
+        assert abs(ch.residual - miss) < 1e-4, (ch.residual, miss)
+    finally:
+        live.stage_budget = was
+
+
+def test_moving_the_control_of_a_chain_the_program_leaves_out_solves_it() -> None:
+    live = _live()
+    obj = _set_up_rig(True)
+    # The spine aims at an Empty with Target Rotation: the program leaves that chain to the full solve.
+    empty = rigs.empty("Chest", tuple(obj.matrix_world @ obj.pose.bones["IK-chest"].head))
+    spine = obj.reach_ik.chains["spine"]
+    spine.target, spine.target_bone = empty, ""
+    rigs.update()
+    _drag_controls(obj, 0, ("IK-hand.L",))
+    rigs.update()
+    _drag_controls(obj, 1, ("IK-hand.L",))
+    rigs.update()
+    assert live.program_solve_count(obj) > 0, "the other chains are compiled"
+    solves = live.solve_count(obj)
+    empty.location.x += 0.08
+    rigs.update()
+    assert live.solve_count(obj) > solves, "the spine was solved"
+    ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    tip = ev.matrix_world @ ev.pose.bones[spine.tip_bone].tail
+    assert abs(spine.residual - (tip - empty.matrix_world.translation).length) < 1e-4
