@@ -9,7 +9,7 @@ every key outside the baked range stays as it was.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import bpy
@@ -486,6 +486,32 @@ def _restore_pose(
     obj.update_tag()
 
 
+def _key_bone(
+    obj: bpy.types.Object,
+    action: bpy.types.Action,
+    pb: bpy.types.PoseBone,
+    attr: str,
+    indices: Sequence[int],
+    times: F64,
+    values: F64,
+    opts: BakeOptions,
+    snapshot: anim.ActionSnapshot,
+    curves: dict[tuple[str, int], bpy.types.FCurve],
+) -> int:
+    """Keys of one bone's channel `attr`: curve `indices[c]` takes column c of (F, k) `values` (reduced
+    together, so a bone's curves keep the same frames). The keys written."""
+    keep = _reduce(times, values, opts.reduce_tolerance) if opts.reduce else np.ones(len(times), dtype=bool)
+    path = pb.path_from_id(attr)
+    count = 0
+    for c, index in enumerate(indices):
+        fc = curves.get((path, index))
+        snapshot.remember((path, index), fc)
+        if fc is None:
+            fc = anim.new_fcurve(action, obj, path, index, pb.name)
+        count += _merge_keys(fc, times[keep], values[keep, c], opts, linear=opts.reduce)
+    return count
+
+
 def _write(
     obj: bpy.types.Object,
     bones: list[int],
@@ -508,16 +534,9 @@ def _write(
         previous = channels_before[attr][[bones[j] for j in cols]].astype(np.float64)
         values = _values(mode, basis[:, cols], previous)  # (F, n, width)
         for c, j in enumerate(cols):
-            pb = pbs[bones[j]]
-            v = values[:, c]
-            keep = _reduce(times, v, opts.reduce_tolerance) if opts.reduce else np.ones(len(times), dtype=bool)
-            path = pb.path_from_id(attr)
-            for index in range(width):
-                fc = curves.get((path, index))
-                snapshot.remember((path, index), fc)
-                if fc is None:
-                    fc = anim.new_fcurve(action, obj, path, index, pb.name)
-                count += _merge_keys(fc, times[keep], v[keep, index], opts, linear=opts.reduce)
+            count += _key_bone(
+                obj, action, pbs[bones[j]], attr, range(width), times, values[:, c], opts, snapshot, curves
+            )
     return count
 
 
@@ -540,18 +559,10 @@ def _write_scale(
     action = anim.ensure_action(obj, snapshot)
     curves = anim.fcurve_map(action, obj)
     times = np.asarray(frames, dtype=np.float64)
-    count = 0
-    for j, b in enumerate(bones):
-        pb = pbs[b]
-        v = values[:, j : j + 1]
-        keep = _reduce(times, v, opts.reduce_tolerance) if opts.reduce else np.ones(len(times), dtype=bool)
-        path = pb.path_from_id("scale")
-        fc = curves.get((path, 1))
-        snapshot.remember((path, 1), fc)
-        if fc is None:
-            fc = anim.new_fcurve(action, obj, path, 1, pb.name)
-        count += _merge_keys(fc, times[keep], v[keep, 0], opts, linear=opts.reduce)
-    return count
+    return sum(
+        _key_bone(obj, action, pbs[b], "scale", (1,), times, values[:, j : j + 1], opts, snapshot, curves)
+        for j, b in enumerate(bones)
+    )
 
 
 def _write_location(
@@ -569,16 +580,7 @@ def _write_location(
     action = anim.ensure_action(obj, snapshot)
     curves = anim.fcurve_map(action, obj)
     times = np.asarray(frames, dtype=np.float64)
-    count = 0
-    for j, b in enumerate(bones):
-        pb = pbs[b]
-        v = values[:, j]
-        keep = _reduce(times, v, opts.reduce_tolerance) if opts.reduce else np.ones(len(times), dtype=bool)
-        path = pb.path_from_id("location")
-        for index in range(3):
-            fc = curves.get((path, index))
-            snapshot.remember((path, index), fc)
-            if fc is None:
-                fc = anim.new_fcurve(action, obj, path, index, pb.name)
-            count += _merge_keys(fc, times[keep], v[keep, index], opts, linear=opts.reduce)
-    return count
+    return sum(
+        _key_bone(obj, action, pbs[b], "location", range(3), times, values[:, j], opts, snapshot, curves)
+        for j, b in enumerate(bones)
+    )
