@@ -189,7 +189,6 @@ def run(
             if r >= 3:  # warm: the first rounds fill caches and Python's own
                 times.append(elapsed)
                 handler.append(sum(timed.seconds))
-                cpu.append(sum(timed.cpu))
                 residuals.append(residual(rig))
     return {
         "ms": 1e3 * statistics.median(times),
