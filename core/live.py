@@ -552,7 +552,9 @@ class Program:
         # solve with its global stage.
         if applies(chain):
             closed, settled = two_bone_limited(chain, bend_side(chain, keep[0] @ shape.offsets[0]))
-            if settled:
+            # As `solvers.two_bone.settle`: a pose the limits left on its target needs no search.
+            end = closed[0] @ shape.offsets[0] + closed[1] @ shape.offsets[1]
+            if settled or math.dist(_xyz(end), chain.target64) <= tolerance:
                 return closed
         offsets = np.array([_xyz(o) for o in shape.offsets], dtype=np.float64)[None]
         frames = np.array([_rows(q.to_matrix()) for q in keep], dtype=np.float64)[None]

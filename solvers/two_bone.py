@@ -127,6 +127,9 @@ def settle(
     sub = batch.take(rows)
     chord = normalize(sub.targets - sub.root, sub.keep_directions[:, 0])
     at, fr, ok, _clamped = solve_limited(sub, chord, bend_directions(sub, chord), distance[rows])
+    # A pose the limits left on its target is as good as the global stage could find (the stage minimises
+    # the distance alone), whether or not the closed form can prove its clamps exact.
+    ok |= norms(at[:, -1] - sub.targets) <= problem.tolerance
     use = rows[ok]
     positions, frames = result.positions.copy(), result.frames.copy()
     positions[use], frames[use] = at[ok], fr[ok]

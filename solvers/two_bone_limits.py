@@ -28,8 +28,9 @@ from typing import Final
 
 import numpy as np
 
+from .fold import Cone, Vec3, settle_fold
 from .frames import ChainBatch, aim_frames, forward_sweep, limit_frames
-from .limits import INSIDE_TOLERANCE, cone_contains, cone_violation, twist_angle
+from .limits import INSIDE_TOLERANCE, _twist_target, cone_contains, cone_violation, twist_angle
 from .rotations import axis_angle_matrix, cross, dots, matmul, matvec, normalize, norms
 from .types import F64, Bools
 
@@ -45,6 +46,8 @@ HELD: Final = 1e-9
 """The tip within this fraction of the chain's length of where the closed form built it: the limits left it."""
 HELD_F32: Final = 1e-5
 """The same on ``mathutils``' float32 frames (`solvers.scalar._closed`)."""
+STRAIGHT_TURN: Final = 1e-6
+"""A lower bone within this (sine of the angle) of the upper bone's segment is straight: no hinge turn."""
 _EXACT: Final = 1e-9
 """Relative change of a frame below which the limits left it as built (the closed form held)."""
 
@@ -60,6 +63,14 @@ def _radius(cone: F64, use_cone: Bools, e: F64) -> F64:
         r = np.where(inv > 0.0, 1.0 / np.sqrt(inv), np.pi)
     r = np.where(np.isfinite(r), r, 0.0)
     return np.where(use_cone, np.minimum(r, np.pi), np.pi)
+
+
+def _vec(v: F64) -> Vec3:
+    return (float(v[0]), float(v[1]), float(v[2]))
+
+
+def _cone_of(v: F64) -> Cone:
+    return (float(v[0]), float(v[1]), float(v[2]), float(v[3]))
 
 
 def fold_plane(batch: ChainBatch) -> tuple[F64, F64, F64, F64, F64]:
@@ -111,6 +122,8 @@ def _upper(
     v_perp = v - dots(v, a0)[:, None] * a0
     w_perp = w - dots(w, a0)[:, None] * a0
     tau = np.arctan2(dots(a0, cross(v_perp, w_perp)), dots(v_perp, w_perp))
+    # A straight limb has no bend plane to turn into: the angle between two near-zero vectors is noise.
+    tau = np.where((norms(v_perp) <= STRAIGHT_TURN) | (norms(w_perp) <= STRAIGHT_TURN), 0.0, tau)
     # Where the twist the roll mode gives already holds the lower bone inside its cone, it is kept: the
     # turn is for hinges the pose misses, not for cones that fit.
     lim = batch.limits
@@ -121,7 +134,39 @@ def _upper(
         on = lim.use_cone[:, 1]
         fits[on] = cone_contains(u0[on], lim.cone[on, 1], INSIDE_TOLERANCE)
     tau = np.where(fits, 0.0, tau)
-    return matmul(g, axis_angle_matrix(a0, tau)), ref0, elbow, tip, d2
+    f1 = _twist_into_range(batch, matmul(g, axis_angle_matrix(a0, tau)), ref0, d2)
+    return f1, ref0, elbow, tip, d2
+
+
+def _twist_into_range(batch: ChainBatch, f1: F64, ref0: F64, d2: F64) -> F64:
+    """``f1`` with the upper bone's twist clamped to its range's nearest end, where the twist the hinge asked
+    for leaves the range and the lower bone stays inside its own cone at the clamped twist.
+
+    The twist turns the upper bone about its own segment (where that runs along its Y axis), so the elbow,
+    the tip and the fold stay; only the lower bone's direction relative to the upper bone moves, along the
+    fold's circle (off the hinge's plane, which a cone wider than a hinge allows). Rows where the lower bone
+    would leave its cone keep ``f1``: the swivel search then looks for an elbow the twist range allows."""
+    lim = batch.limits
+    assert lim is not None
+    along = np.abs(batch.directions[:, 0] - _Y).max(axis=1) <= ALONG_Y
+    rows = np.flatnonzero(lim.use_twist[:, 0] & along)
+    if rows.size == 0:
+        return f1
+    tw = twist_angle(matmul(ref0[rows].swapaxes(-1, -2), f1[rows]))
+    target, outside = _twist_target(tw, lim.twist[rows, 0, 0], lim.twist[rows, 0, 1], INSIDE_TOLERANCE)
+    if not outside.any():
+        return f1
+    rows, delta = rows[outside], (target - tw)[outside]
+    turned = matmul(f1[rows], axis_angle_matrix(np.broadcast_to(_Y, (rows.size, 3)), delta))
+    w = np.einsum("kji,kj->ki", turned, d2[rows])
+    u0 = np.einsum("kji,kj->ki", batch.ref_local[rows, 1], w)
+    ok = np.ones(rows.size, dtype=np.bool_)
+    on = lim.use_cone[rows, 1]
+    if on.any():
+        ok[on] = cone_contains(u0[on], lim.cone[rows[on], 1], INSIDE_TOLERANCE)
+    out = f1.copy()
+    out[rows[ok]] = turned[ok]
+    return out
 
 
 def _upper_inside(batch: ChainBatch, f1: F64, ref0: F64) -> Bools:
@@ -248,6 +293,13 @@ def solve_limited(batch: ChainBatch, chord: F64, bend: F64, distance: F64) -> tu
         ok = ~np.isnan(found[:, 0])
         rows = open_rows[ok]
         u[rows], want[rows], clamped[rows] = found[ok], fold[rows], False
+        # What the samples miss, the cone's boundary settles (`solvers.fold`): a fold beyond every fold the
+        # cone allows is clamped to the nearest one (proven), one inside the range found on the boundary.
+        for r in open_rows[~ok]:
+            got = settle_fold(_vec(c[r]), _vec(n[r]), float(fold[r]), _cone_of(lim.cone[r, 1]))
+            if got is not None:
+                u[r], want[r], clamped[r] = got
+                proven[r] = True
     reach = np.sqrt(np.maximum(l1 * l1 + l2 * l2 + 2.0 * l1 * l2 * np.cos(want), 0.0))
     # The law of cosines at the reach the clamped fold gives: the tip on the chord, nearest the target.
     safe = np.maximum(reach, 1e-300)
@@ -303,24 +355,13 @@ def solve_limited(batch: ChainBatch, chord: F64, bend: F64, distance: F64) -> tu
     return positions, frames, settled, clamped
 
 
-_EXACT_GAPS: Final = 4
-"""Samples per chain whose distance to the upper bone's cone is computed exactly (the nearest by the bound)."""
-
-
 def _violations(d: F64, cone: F64) -> F64:
-    """``(K, M)`` lower bounds of the angles from unit directions ``d`` ``(K, M, 3)`` to each chain's cone
-    ``(K, 4)``, exact for the ``_EXACT_GAPS`` directions of each chain the bound puts nearest: the rest are
-    bounded by the swing beyond the widest half-angle (the cone lies within it). Their minimum is a lower
-    bound of the true one (a proof stays a proof) and its argument the nearest direction found."""
+    """``(K, M)`` the angles from unit directions ``d`` ``(K, M, 3)`` to each chain's cone ``(K, 4)`` (0
+    inside), exact: one batched nearest-point search. (Lower bounds from the widest half-angle are cheaper,
+    but a bound of 0 beside the cone defeats the out-of-reach proof, and the stage then searches in vain;
+    the scalar form, `solvers.scalar._closed._violations`, finds the same minimum by branch and bound.)"""
     k, m = d.shape[:2]
-    theta = np.arccos(np.clip(d[..., 1], -1.0, 1.0))
-    bound = np.maximum(theta - cone.max(axis=1)[:, None], 0.0)
-    take = min(_EXACT_GAPS, m)
-    near = np.argsort(bound, axis=1)[:, :take]
-    rows = np.repeat(np.arange(k), take)
-    exact = cone_violation(d[rows, near.reshape(-1)], cone[rows]).reshape(k, take)
-    out: F64 = np.array(bound, dtype=np.float64)
-    out[rows, near.reshape(-1)] = exact.reshape(-1)
+    out: F64 = cone_violation(d.reshape(-1, 3), np.repeat(cone, m, axis=0)).reshape(k, m)
     return out
 
 

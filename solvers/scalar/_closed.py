@@ -15,12 +15,21 @@ from typing import Final
 
 from mathutils import Quaternion, Vector
 
-from ..two_bone_limits import ALONG_Y, HELD_F32, SWIVEL_BISECTIONS, SWIVEL_SAMPLES
+from ..fold import Vec3, settle_fold
+from ..two_bone_limits import (
+    ALONG_Y,
+    AZIMUTH_SAMPLES,
+    HELD_F32,
+    STRAIGHT_TURN,
+    SWIVEL_BISECTIONS,
+    SWIVEL_SAMPLES,
+)
 from . import _cone
 from ._chain import INSIDE, Chain, Frames, aim_frame, cross, limit_frame, product, sweep
 
 _SIDES: Final = (Vector((0.0, 0.0, 1.0)), Vector((0.0, 0.0, -1.0)), Vector((-1.0, 0.0, 0.0)), Vector((1.0, 0.0, 0.0)))
 _BENT: Final = 1e-3  # as two_bone_limits._BENT
+_Y: Final = Vector((0.0, 1.0, 0.0))
 
 
 def _radius(cone: tuple[float, ...] | None, ex: float, ez: float) -> float:
@@ -41,7 +50,7 @@ def _radius(cone: tuple[float, ...] | None, ex: float, ez: float) -> float:
 class _Limb:
     """One limb's constant geometry for the closed form: the fold plane, range and the bones' limits."""
 
-    __slots__ = ("a0", "bound", "c", "c_cone", "high", "lim0", "lim1", "low", "n", "q1", "ref0")
+    __slots__ = ("a0", "along", "bound", "c", "c_cone", "high", "lim0", "lim1", "low", "n", "q1", "ref0")
 
     def __init__(self, c: Chain) -> None:
         limits = c.limits
@@ -52,6 +61,7 @@ class _Limb:
         self.c_cone = cone1
         self.q1 = c.ref_local[1]
         self.a0 = c.directions[0]
+        self.along = abs(self.a0.x) <= ALONG_Y and abs(self.a0.z) <= ALONG_Y and self.a0.y > 0.0
         cv = self.q1.conjugated() @ self.a0
         cv.normalize()
         away = Vector((-cv.x, 0.0, -cv.z))
@@ -87,15 +97,36 @@ def _upper(
     if table1 is not None:
         u0 = limb.q1.conjugated() @ w
         if _cone.inside(u0.x, u0.y, u0.z, table1.cone, INSIDE):
-            return g, tip, d2
+            return _twist_into_range(limb, g, d2), tip, d2
     else:
-        return g, tip, d2
+        return _twist_into_range(limb, g, d2), tip, d2
     a0 = limb.a0
     v = limb.q1 @ u
     v_perp = v - a0 * v.dot(a0)
     w_perp = w - a0 * w.dot(a0)
+    if v_perp.length <= STRAIGHT_TURN or w_perp.length <= STRAIGHT_TURN:
+        return _twist_into_range(limb, g, d2), tip, d2
     tau = math.atan2(a0.dot(cross(v_perp, w_perp)), v_perp.dot(w_perp))
-    return product(g, Quaternion(a0, tau)), tip, d2
+    return _twist_into_range(limb, product(g, Quaternion(a0, tau)), d2), tip, d2
+
+
+def _twist_into_range(limb: _Limb, f1: Quaternion, d2: Vector) -> Quaternion:
+    """``two_bone_limits._twist_into_range`` for one limb: the upper twist clamped to its range where the
+    lower bone stays inside its cone at the clamped twist."""
+    if limb.lim0 is None or limb.lim0[1] is None or not limb.along:
+        return f1
+    lo, hi = limb.lim0[1]
+    rel = product(limb.ref0.conjugated(), f1)
+    tw = _cone.twist_of(rel.w, rel.y)
+    end = _cone.twist_target(tw, lo, hi, INSIDE)
+    if end is None:
+        return f1
+    turned = product(f1, Quaternion(_Y, end - tw))
+    if limb.lim1 is not None and limb.lim1[0] is not None:
+        u0 = limb.q1.conjugated() @ (turned.conjugated() @ d2)
+        if not _cone.inside(u0.x, u0.y, u0.z, limb.lim1[0].cone, INSIDE):
+            return f1
+    return turned
 
 
 def _upper_inside(limb: _Limb, f1: Quaternion) -> bool:
@@ -113,15 +144,52 @@ def _upper_inside(limb: _Limb, f1: Quaternion) -> bool:
     return True
 
 
-def _violation(limb: _Limb, f1: Quaternion) -> float:
-    """Angle from the upper bone's direction in ``f1`` to its cone (0 inside)."""
+def _violations(limb: _Limb, frames: list[Quaternion]) -> list[float]:
+    """The angles from the upper bone's direction in each of ``frames`` to its cone, exact where they can be
+    the least (branch and bound: in order of a lower bound, the swing beyond the widest half-angle, until
+    the bound passes the least exact angle found); the others are their bounds, no smaller than that least.
+    The minimum and its index are those of ``two_bone_limits._violations``, which computes every one."""
     assert limb.lim0 is not None and limb.lim0[0] is not None
-    y = product(limb.ref0.conjugated(), f1) @ Vector((0.0, 1.0, 0.0))
-    y.normalize()
-    near = _cone.clamp_cone(y.x, y.y, y.z, limb.lim0[0].cone)
-    if near is None:
-        return 0.0
-    return math.acos(max(-1.0, min(1.0, y.x * near[0] + y.y * near[1] + y.z * near[2])))
+    cone = limb.lim0[0].cone
+    widest = max(cone)
+    inv = limb.ref0.conjugated()
+    ys = []
+    for f in frames:
+        y = product(inv, f) @ _Y
+        y.normalize()
+        ys.append(y)
+    out = [max(math.acos(max(-1.0, min(1.0, y.y))) - widest, 0.0) for y in ys]
+    least = math.inf
+    for k in sorted(range(len(ys)), key=out.__getitem__):
+        if out[k] >= least:
+            break
+        y = ys[k]
+        near = _cone.clamp_cone(y.x, y.y, y.z, cone)
+        out[k] = 0.0 if near is None else math.acos(max(-1.0, min(1.0, y.x * near[0] + y.y * near[1] + y.z * near[2])))
+        least = min(least, out[k])
+    return out
+
+
+def _xyz(v: Vector) -> Vec3:
+    return (v.x, v.y, v.z)
+
+
+def _fold_azimuth(limb: _Limb, fold: float, cone: tuple[float, ...]) -> Vector | None:
+    k = (cone[0], cone[1], cone[2], cone[3])
+    """``two_bone_limits._fold_azimuth`` for one limb: the direction at ``fold`` from ``c`` inside the
+    lower bone's cone nearest the chosen plane by azimuth (0, +1, -1, +2 ... samples), or None."""
+    m = cross(limb.c, limb.n)
+    if m.length <= 1e-300:
+        return None
+    m.normalize()
+    step = 2.0 * math.pi / AZIMUTH_SAMPLES
+    cf, sf = math.cos(fold), math.sin(fold)
+    for j in range(AZIMUTH_SAMPLES):
+        phi = ((j + 1) // 2) * step * (1.0 if j % 2 else -1.0)
+        u = limb.c * cf + (limb.n * math.cos(phi) + m * math.sin(phi)) * sf
+        if _cone.inside(u.x, u.y, u.z, k, -1e-9):
+            return u
+    return None
 
 
 def applies(c: Chain) -> bool:
@@ -143,11 +211,21 @@ def two_bone_limited(c: Chain, side: tuple[float, float, float]) -> tuple[Frames
     want = min(max(fold, limb.low), limb.high)
     clamped = abs(want - fold) > 1e-12
     proven = limb.low <= 0.0 if fold < limb.low else limb.high >= limb.bound - 1e-12
+    u = limb.c * math.cos(want) + limb.n * math.sin(want)
+    if clamped and not proven and limb.c_cone is not None:
+        # As `two_bone_limits.solve_limited`: the fold's circle by azimuth, then the cone's boundary.
+        on_circle = _fold_azimuth(limb, fold, limb.c_cone)
+        if on_circle is not None:
+            u, want, clamped = on_circle, fold, False
+        else:
+            k = limb.c_cone
+            got = settle_fold(_xyz(limb.c), _xyz(limb.n), fold, (k[0], k[1], k[2], k[3]))
+            if got is not None:
+                u, want, clamped, proven = Vector(got[0]), got[1], got[2], True
     reach = math.sqrt(max(l1 * l1 + l2 * l2 + 2.0 * l1 * l2 * math.cos(want), 0.0))
     safe = max(reach, 1e-300)
     cos_a = min(max((l1 * l1 + safe * safe - l2 * l2) / (2.0 * l1 * safe), -1.0), 1.0)
     sin_a = math.sqrt(1.0 - cos_a * cos_a)
-    u = limb.c * math.cos(want) + limb.n * math.sin(want)
     f1, tip, d2 = _upper(c, limb, chord, bend, cos_a, sin_a, reach, u)
     if not _upper_inside(limb, f1):
         swivel = cross(chord, bend)
@@ -155,8 +233,7 @@ def two_bone_limited(c: Chain, side: tuple[float, float, float]) -> tuple[Frames
         found: float | None = None
         best, best_gap = 0.0, math.inf
         track = limb.lim0 is not None and limb.lim0[0] is not None and not clamped
-        if track:
-            best_gap = _violation(limb, f1)
+        refused: list[tuple[float, Quaternion]] = [(0.0, f1)]
         for j in range(1, SWIVEL_SAMPLES):
             psi = ((j + 1) // 2) * step * (1.0 if j % 2 else -1.0)
             b = bend * math.cos(psi) + swivel * math.sin(psi)
@@ -164,10 +241,13 @@ def two_bone_limited(c: Chain, side: tuple[float, float, float]) -> tuple[Frames
             if _upper_inside(limb, g):
                 found = psi
                 break
-            if track:
-                gap = _violation(limb, g)
-                if gap < best_gap:
-                    best, best_gap = psi, gap
+            refused.append((psi, g))
+        if found is None and track:
+            # Only when no swivel is allowed: how far each misses the cone (`_violations`: the least exactly, as
+            # `two_bone_limits._violations`), so both agree on the pose and the proof.
+            gaps = _violations(limb, [g for _, g in refused])
+            least = min(range(len(gaps)), key=gaps.__getitem__)
+            best, best_gap = refused[least][0], gaps[least]
         if found is not None:
             hi = found
             lo = hi - math.copysign(step, hi)

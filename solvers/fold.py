@@ -1,0 +1,170 @@
+"""The lower bone's fold under its cone, on plain floats: every fold the cone allows, and where.
+
+A two-bone limb's fold (the angle between the upper segment's direction ``c`` and the lower bone's direction
+``u``, in the lower bone's reference frame) is limited by the lower bone's cone. The closed form
+(:mod:`solvers.two_bone_limits`) first looks along one great circle (the modelled bend) and then at 36
+azimuths around ``c``; what those miss is settled here from the cone's boundary curve:
+
+* the largest and smallest fold the cone allows at all (the farthest and nearest boundary directions from
+  ``c``, or pi / 0 where ``-c`` / ``c`` is inside): a target nearer than every fold allows (a hand pulled to
+  the chest) or farther than every fold allows gets the nearest reachable point *proven*, so neither the
+  global stage nor a search runs for it;
+* a direction at exactly a given fold between those, on the boundary (the arc of directions at that fold
+  inside the cone can be too short for the azimuth samples to hit: near the largest fold it shrinks to a
+  point).
+
+The boundary is sampled once per limb (cached by ``c`` and the cone: a limb's rest geometry does not change
+between updates) and refined by bisection, so a call costs a few dozen float operations after the first.
+Used by the batched closed form (per row) and the scalar one alike, so both give the same pose.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Final
+
+Vec3 = tuple[float, float, float]
+Cone = tuple[float, float, float, float]
+"""Half-angles ``(up, down, left, right)`` in radians, as :mod:`solvers.limits`."""
+
+_SAMPLES: Final = 256
+"""Boundary samples per limb (1.4 degrees of swing azimuth apart)."""
+_REFINE: Final = 48
+"""Bisection / golden-section steps on the boundary (to far below float32's resolution)."""
+_GOLD: Final = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+def boundary(psi: float, cone: Cone) -> Vec3:
+    """The cone's boundary direction at swing azimuth ``psi`` (0 toward +X, pi/2 toward +Z): the swing
+    angle is the quadrant's ellipse radius ``1 / sqrt((cos/a)**2 + (sin/b)**2)``, at most pi."""
+    cx, sz = math.cos(psi), math.sin(psi)
+    a = cone[3] if cx >= 0.0 else cone[2]
+    b = cone[0] if sz >= 0.0 else cone[1]
+    inv = 0.0
+    for comp, half in ((cx, a), (sz, b)):
+        if comp != 0.0:
+            if half <= 0.0:
+                return (0.0, 1.0, 0.0)
+            inv += (comp / half) ** 2
+    theta = min(1.0 / math.sqrt(inv), math.pi) if inv > 0.0 else math.pi
+    s = math.sin(theta)
+    return (s * cx, math.cos(theta), s * sz)
+
+
+def _angle(c: Vec3, d: Vec3) -> float:
+    return math.acos(max(-1.0, min(1.0, c[0] * d[0] + c[1] * d[1] + c[2] * d[2])))
+
+
+def contains(d: Vec3, cone: Cone) -> bool:
+    """Whether the unit direction ``d`` lies in the cone (its swing angle within the boundary's)."""
+    x, y, z = d
+    rho = math.hypot(x, z)
+    if rho <= 1e-15:
+        return y > 0.0
+    theta = math.atan2(rho, y)
+    edge = boundary(math.atan2(z, x), cone)
+    return theta <= math.atan2(math.hypot(edge[0], edge[2]), edge[1]) + 1e-9
+
+
+class Profile:
+    """The fold range of one limb: the boundary's distances from ``c`` and the extreme folds."""
+
+    __slots__ = ("c", "cone", "distances", "high", "high_u", "low", "low_u")
+
+    def __init__(self, c: Vec3, cone: Cone) -> None:
+        self.c, self.cone = c, cone
+        step = 2.0 * math.pi / _SAMPLES
+        self.distances = [_angle(c, boundary(i * step, cone)) for i in range(_SAMPLES)]
+        neg = (-c[0], -c[1], -c[2])
+        if contains(neg, cone):
+            self.high, self.high_u = math.pi, neg
+        else:
+            self.high, self.high_u = self._extreme(True, step)
+        if contains(c, cone):
+            self.low, self.low_u = 0.0, c
+        else:
+            self.low, self.low_u = self._extreme(False, step)
+
+    def _extreme(self, farthest: bool, step: float) -> tuple[float, Vec3]:
+        """The farthest (or nearest) boundary direction from ``c``: the best sample, then a golden-section
+        search over its two neighbouring intervals."""
+        sign = 1.0 if farthest else -1.0
+        i = max(range(_SAMPLES), key=lambda k: sign * self.distances[k])
+        lo, hi = (i - 1) * step, (i + 1) * step
+
+        def score(psi: float) -> float:
+            return sign * _angle(self.c, boundary(psi, self.cone))
+
+        x1, x2 = hi - _GOLD * (hi - lo), lo + _GOLD * (hi - lo)
+        f1, f2 = score(x1), score(x2)
+        for _ in range(_REFINE):
+            if f1 < f2:
+                lo, x1, f1 = x1, x2, f2
+                x2 = lo + _GOLD * (hi - lo)
+                f2 = score(x2)
+            else:
+                hi, x2, f2 = x2, x1, f1
+                x1 = hi - _GOLD * (hi - lo)
+                f1 = score(x1)
+        best = max((sign * self.distances[i], i * step), (f1, x1), (f2, x2))
+        u = boundary(best[1], self.cone)
+        return _angle(self.c, u), u
+
+    def at_fold(self, fold: float, prefer: Vec3) -> Vec3 | None:
+        """A boundary direction at exactly ``fold`` from ``c`` (the crossing nearest ``prefer``), or None
+        where the boundary never crosses that fold (it lies outside ``[low, high]``, or a crossing falls
+        between two samples that are both on one side of it: only near an extreme, which the caller
+        clamps to)."""
+        step = 2.0 * math.pi / _SAMPLES
+        dist = self.distances
+        best: Vec3 | None = None
+        best_dot = -math.inf
+        for i in range(_SAMPLES):
+            j = (i + 1) % _SAMPLES
+            a, b = dist[i] - fold, dist[j] - fold
+            if (a < 0.0) == (b < 0.0):
+                continue
+            lo, hi = i * step, (i + 1) * step  # a below/above fold at lo, the other side at hi
+            below = a < 0.0
+            for _ in range(_REFINE):
+                mid = 0.5 * (lo + hi)
+                if (_angle(self.c, boundary(mid, self.cone)) < fold) == below:
+                    lo = mid
+                else:
+                    hi = mid
+            u = boundary(0.5 * (lo + hi), self.cone)
+            dot = u[0] * prefer[0] + u[1] * prefer[1] + u[2] * prefer[2]
+            if dot > best_dot:
+                best, best_dot = u, dot
+        return best
+
+
+@lru_cache(maxsize=512)
+def profile(c: Vec3, cone: Cone) -> Profile:
+    """The (cached) fold range of a limb whose upper segment runs along ``c`` under ``cone``."""
+    return Profile(c, cone)
+
+
+def settle_fold(c: Vec3, n: Vec3, fold: float, cone: Cone) -> tuple[Vec3, float, bool] | None:
+    """For a fold the chosen plane and the azimuth samples could not give: the lower bone's direction, the
+    fold it takes and whether that is clamped (the nearest fold the cone allows, which is then *proven* the
+    nearest reachable point); None where the cone is degenerate (a zero half-angle: the azimuth search's
+    closed form handles those) or no boundary crossing was found.
+
+    ``c`` and ``cone`` are rounded to 1e-9 for the cache (they come from float32 reads)."""
+    if min(cone) <= 0.0:
+        return None
+    key_c = (round(c[0], 9), round(c[1], 9), round(c[2], 9))
+    key_cone = (round(cone[0], 9), round(cone[1], 9), round(cone[2], 9), round(cone[3], 9))
+    p = profile(key_c, key_cone)
+    if fold >= p.high:
+        return p.high_u, p.high, True
+    if fold <= p.low:
+        return p.low_u, p.low, True
+    s, co = math.sin(fold), math.cos(fold)
+    prefer = (co * c[0] + s * n[0], co * c[1] + s * n[1], co * c[2] + s * n[2])
+    u = p.at_fold(fold, prefer)
+    if u is None:
+        return None
+    return u, fold, False
