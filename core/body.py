@@ -19,12 +19,14 @@ The order of a full-body solve (`solve_levels`):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
 
 from ..solvers.body import BodyProblem, BodyResult, solve_body
 from ..solvers.rotations import norms
+from . import body_live
 from .batch import with_local_targets
 from .body_memo import DIGITS, memo_levels
 from .checks import cached_limits
@@ -173,6 +175,7 @@ def solve_levels(
     settings = snap.body
     assert settings is not None
     sk = work.sk
+    body_live.forget(snap.plan)
     root = body_root(sk, groups, settings.root)
     if root < 0 or any(root in g.bones for g in groups):
         levels(snap, work, groups, inputs, space, report, smooth, dropped)
@@ -228,7 +231,25 @@ def solve_levels(
     if anchors and len(limbs):
         # Control bones of this rig where the working pose has them (a control below a chain solved above).
         here = with_local_targets(work, inputs, limbs)
-        moved, blocked = _move_body(snap, work, bones, index, anchors, here, space, root)
+        # What a live update that moves only the limbs' controls needs of this solve (core/body_live.py).
+        live = (
+            work.matrices.shape[0] == 1
+            and not outside
+            and not dropped
+            and int(sk.parent[root]) < 0
+            and settings.home_location is not None
+            and settings.home_rotation is not None
+            and not settings.missing
+            and inputs.basis is None
+            and not inputs.influence
+            and not work.owned
+            and not work.rescaled
+            and len(anchors) == sum(len(g.chains) for g in limbs)
+            and len(spine) == sum(len(g.bones) for g in body_groups)
+            and all(int(sk.parent[b]) in index for b in bones[1:])
+        )
+        spine_live = _spine_live(work, space, inputs, report, body_groups, index) if live else None
+        moved, blocked = _move_body(snap, work, bones, index, anchors, here, space, root, spine_live)
     if moved:
         work.propagate()
         _body_chain_outcomes(work, body_groups, inputs, space, report, float(snap.settings.tolerance))
@@ -282,8 +303,10 @@ def _move_body(
     inputs: Inputs,
     space: Space,
     root: int,
+    spine_live: list[tuple[ChainPlan, int, F64, F64, ChainOutcome]] | None = None,
 ) -> tuple[bool, F64]:
-    """Run the body stage on every frame and put the body where it says; (moved, (F,) blocked)."""
+    """Run the body stage on every frame and put the body where it says; (moved, (F,) blocked). With
+    `spine_live` (the body chains, as `body_live.Captured.spine`), what a live update needs of it is captured."""
     settings = snap.body
     assert settings is not None
     sk = work.sk
@@ -303,16 +326,11 @@ def _move_body(
     tolerance = float(snap.settings.tolerance) / space.scale
     beyond = np.linalg.norm(goals - starts, axis=2) - reach > tolerance[:, None]
     active = (beyond & (pull * influence > 0.0) & ~pinned).any(axis=1)
-    if not active.any():
-        return False, np.zeros(f_count, dtype=bool)
     limits = cached_limits(snap, [bones])
     move_root = not bool(sk.connected[root]) if sk.connected.shape[0] else True
-    out_heads = work.heads()[:, bones].copy()
-    out_frames = work.rot[:, bones].copy()
-    blocked = np.zeros(f_count, dtype=bool)
-    moved = False
     usable = reach > 0.0
-    for fi in range(f_count):
+
+    def problem(fi: int) -> BodyProblem:
         heads, frames = work.heads()[fi, bones], work.rot[fi, bones]
         par = parents[1:]
         # Each bone's rest frame relative to its body parent (intermediate bones are carried rigidly).
@@ -322,9 +340,7 @@ def _move_body(
             ref_local[1:] = np.swapaxes(frames[par], 1, 2) @ work.rot[fi, actual] @ sk.rest_rel[bones[1:]]
         offsets = np.einsum("aji,aj->ai", frames[anchor_bones], starts[fi] - heads[anchor_bones])
         keep = usable[fi]
-        if not keep.any() or not active[fi]:
-            continue
-        problem = BodyProblem(
+        return BodyProblem(
             parents=parents,
             heads=heads,
             frames=frames,
@@ -339,7 +355,35 @@ def _move_body(
             move_root=move_root,
             tolerance=float(snap.settings.tolerance) / float(space.scale[fi]),
         )
-        result: BodyResult = solve_body(problem)
+
+    if spine_live is not None and usable[0].any():
+        _capture(
+            snap,
+            work,
+            bones,
+            root,
+            anchors,
+            problem(0),
+            usable[0],
+            goals[0],
+            starts[0],
+            reach[0],
+            pinned,
+            pull * influence[0],
+            inputs,
+            space,
+            spine_live,
+        )
+    if not active.any():
+        return False, np.zeros(f_count, dtype=bool)
+    out_heads = work.heads()[:, bones].copy()
+    out_frames = work.rot[:, bones].copy()
+    blocked = np.zeros(f_count, dtype=bool)
+    moved = False
+    for fi in range(f_count):
+        if not usable[fi].any() or not active[fi]:
+            continue
+        result: BodyResult = solve_body(problem(fi))
         if result.moved:
             moved = True
             out_heads[fi], out_frames[fi] = result.heads, result.frames
@@ -374,3 +418,72 @@ def _body_chain_outcomes(
                 continue
             out.residual, out.residuals, out.reached = worst, residuals, False
             out.message = f"bent by the body: its tip is {worst:.4g} from its target while the limbs pull"
+
+
+def _spine_live(
+    work: Work, space: Space, inputs: Inputs, report: RigReport, groups: list[Group], index: dict[int, int]
+) -> list[tuple[ChainPlan, int, F64, F64, ChainOutcome]] | None:
+    """The body chains as `body_live.Captured.spine` holds them (their outcomes before the body moves them);
+    None when one of them was not solved."""
+    out: list[tuple[ChainPlan, int, F64, F64, ChainOutcome]] = []
+    for g in groups:
+        for c in g.chains:
+            found = report.outcomes.get(c.index)
+            if found is None or not found.valid:
+                return None
+            tip = c.bones[-1]
+            off = body_live.tip_offset(work.rot[0, tip], work.heads()[0, tip], work.tails([tip])[0, 0])
+            goal = space.points(inputs.targets[c.index])[0]
+            out.append((c, index[tip], off, goal, replace(found)))
+    return out
+
+
+def _capture(
+    snap: Snapshot,
+    work: Work,
+    bones: list[int],
+    root: int,
+    anchors: list[ChainPlan],
+    problem: BodyProblem,
+    keep: F64,
+    goals: F64,
+    starts: F64,
+    reach: F64,
+    pinned: F64,
+    weight: F64,
+    inputs: Inputs,
+    space: Space,
+    spine: list[tuple[ChainPlan, int, F64, F64, ChainOutcome]],
+) -> None:
+    """Keep what a live update of the limbs needs of this (one-frame) solve (`core/body_live.py`)."""
+    sk = work.sk
+    row = {b: i for i, b in enumerate(bones)}
+    offsets: list[F64 | None] = []
+    for c in anchors:
+        tip = c.bones[-1]
+        if c.use_target_rotation:
+            offsets.append(body_live.tip_offset(work.rot[0, tip], work.heads()[0, tip], work.tails([tip])[0, 0]))
+        else:
+            offsets.append(None)
+    body_live.capture(
+        body_live.Captured(
+            plan=snap.plan,
+            root=root,
+            bones=list(bones),
+            heads=work.heads()[0, bones].copy(),
+            frames=work.rot[0, bones].copy(),
+            problem=problem,
+            anchors=list(anchors),
+            keep=np.asarray(keep, dtype=bool).copy(),
+            starts=starts.copy(),
+            reach=reach.copy(),
+            tip_offsets=offsets,
+            active_weight=np.where(pinned, 0.0, weight),
+            pins=[c for c, p in zip(anchors, pinned.tolist(), strict=True) if p],
+            tolerance=float(snap.settings.tolerance),
+            parents=[-1, *(row[int(sk.parent[b])] for b in bones[1:])],
+            rest_rel=sk.rest_rel[bones].copy(),
+            root_rest_inv=_rigid_inverse(sk.rest_rel4[root]),
+            spine=spine,
+        )
+    )

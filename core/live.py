@@ -285,11 +285,14 @@ class Program:
         poles: dict[int, Matrix],
         angles: dict[int, float],
         channels: Channels,
+        placed: dict[int, tuple[Vector, Quaternion]] | None = None,
     ) -> Outcomes:
         """Solve links `order` (parents first, `closure`) and put their rotations into `channels`.
 
         `read_pose(b)`: bone b's armature-space pose matrix as Blender evaluated it; `world`: the armature's
-        world matrix; `targets`, `poles`: world matrices by chain index; `angles`: pole angles (radians).
+        world matrix; `targets`, `poles`: world matrices by chain index; `angles`: pole angles (radians);
+        `placed`: bones already posed anew in this update (Full Body: the body's, `core/body_live.py`) by
+        their head and rotation, their scale as read: the links below them start from there.
         """
         sk = self.snap.sk
         settings = self.snap.settings
@@ -300,6 +303,9 @@ class Program:
         old: dict[int, Matrix] = {}
         new: dict[int, Matrix] = {}
         moves: dict[int, Matrix] = {}  # solved bone -> new @ old^-1, to carry what hangs below it
+        for b, (head, q) in (placed or {}).items():
+            m = old[b] = read_pose(b)
+            new[b] = Matrix.LocRotScale(head, q, m.to_scale())
 
         def pose(b: int) -> Matrix:
             m = new.get(b)

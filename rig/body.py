@@ -159,6 +159,18 @@ def write(
     return changed
 
 
+def note_written(obj: bpy.types.Object, name: str, root: int, channels: armature.Channels, mode: int) -> bool:
+    """A live update of the limbs (`rig/live.py`, `core/body_live.py`) wrote the body root's channels: the store
+    takes what they hold now as written (its home stands). False when there is no store for `name`."""
+    stored = fk.array_of(obj.get(KEY))
+    if obj.get(BONE_KEY) != name or stored is None or stored.shape[0] != WIDTH:
+        return False
+    written = _raw(channels, root, mode)
+    if stored[WRITTEN_LOC].tobytes() + stored[WRITTEN_ROT].tobytes() != written.tobytes():
+        stored[WRITTEN_LOC], stored[WRITTEN_ROT] = written[:3], written[3:]
+    return True
+
+
 def release(obj: bpy.types.Object, channels: armature.Channels | None = None) -> set[str]:
     """Full Body turned off: a body root still holding what a solve wrote goes back home; the store goes.
     Returns the channel names changed in `channels` (the caller writes them)."""

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field, replace
 import bpy
 import numpy as np
 from bpy.app.handlers import persistent
-from mathutils import Matrix
+from mathutils import Matrix, Vector
 from numpy.typing import NDArray
 
+from ..core import body_live
 from ..core import solve as core
 from ..core.checks import check_inputs
 from ..core.live import Program
@@ -34,6 +35,7 @@ from ..core.model import ChainOutcome, Group, Plan, RigReport, Skeleton, Snapsho
 from ..solvers import search
 from ..solvers.scalar import SCALAR_MAX_CHAINS
 from . import armature, cache, fk, follow, renames
+from . import body as rig_body
 from .chains import system_override
 from .props import rig_settings
 from .solve import ChainState, Entry, LiveReads, chain_state, read_inputs, snapshot, solve_rig, store_status
@@ -402,6 +404,9 @@ def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
             seen, reads, objects = _read(obj, moved)
     # Full Body: every chain may move the body, so every group is solved (as for a rig-wide change).
     select = _select(obj, seen, None if rig_settings(obj).full_body else last, reads, objects)
+    planned = cache.plans.get(uid)
+    if planned is not None:
+        body_live.forget(planned[1])  # the solve below captures anew what lean updates of its body need
     report = solve_rig(obj, write=True, cached=True, reads=reads, carry=carry, select=select)
     if report.moved is not None:
         moved[uid] = (objects.mats[0], report.moved[0], report.moved[1], reads.sk.index)
@@ -458,6 +463,8 @@ class _Lean:
     refused_uids: set[int] = field(default_factory=set)  # targets and poles of chains left to the full solve
     checked: _Seen | None = None  # the fingerprint the last check was for
     ok: bool = False  # that check's verdict
+    body: bool = False  # Full Body: the program solves the limbs after the body stage (`_lean_body`)
+    found: body_live.Captured | None = None  # what the last full solve left for the body stage (`_check`)
 
 
 def _compile(obj: bpy.types.Object, plan: Plan, modes: NDArray[np.int32]) -> _Lean:
@@ -465,7 +472,11 @@ def _compile(obj: bpy.types.Object, plan: Plan, modes: NDArray[np.int32]) -> _Le
     lean = _Lean(plan, modes.tobytes(), "")
     sk = armature.skeleton(obj)
     lean.snap = snapshot(obj, sk, plan, with_channels=True, modes=modes)
-    program = Program.build(lean.snap, [armature.MODE_NAMES[v] for v in modes.tolist()])
+    lean.body = lean.snap.body is not None
+    # Full Body: the program solves the limbs, after the body stage (`_lean_body`), on every chain's link.
+    program = Program.build(replace(lean.snap, body=None), [armature.MODE_NAMES[v] for v in modes.tolist()])
+    if lean.body and isinstance(program, Program) and program.refused:
+        program = "Full Body with a chain the program leaves to the full solve"
     lean.program = program
     if isinstance(program, str):
         return lean
@@ -508,6 +519,16 @@ def _check(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean) -> bool:
             return False  # a bone of another armature (or one not found): the full path carries it
     if cache.stretched.get(uid) or cache.hangs.get(uid):
         return False  # a stretch of ours to undo, or targets that hang from bones
+    lean.found = None
+    if lean.body:
+        found = body_live.captured(lean.plan)
+        if found is None or {c.index for c in found.anchors} | {s[0].index for s in found.spine} != set(
+            program.by_chain
+        ):
+            return False  # the last full solve left nothing for it (a bake, an Influence, a nested body...)
+        if obj.get(rig_body.BONE_KEY) != program.snap.sk.names[found.root]:
+            return False
+        lean.found = found
     text = obj.get(fk.NAMES_KEY)
     held = fk.array_of(obj.get(fk.ROWS_KEY))
     if not isinstance(text, str) or held is None:
@@ -541,6 +562,8 @@ def _check(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean) -> bool:
     lean.turned = {lean.chains[link.chain.index][2] for link in program.links if link.rot_tip >= 0}
     sk = program.snap.sk
     posed = {b for link in program.links for b in link.posed}
+    if lean.found is not None:
+        posed.add(lean.found.root)
     lean.carried = {b for b in range(len(sk.names)) if b in posed or any(a in posed for a in sk.ancestors(b))}
     if lean.own and (last.pose is None or obj.get(fk.NAMES_KEY) is None):
         return False  # control bones are compared against the evaluated pose the last full check read
@@ -640,7 +663,7 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int], again: frozenset[i
     update needs the full path (`_solve_live`): the rig is not compiled, or the armature itself changed."""
     last: _Seen | None = cache.fingerprints.get(uid)
     planned = cache.plans.get(uid)
-    if last is None or planned is None or rig_settings(obj).full_body:  # Full Body: the full path (core/body.py)
+    if last is None or planned is None:
         return False
     lean: _Lean | None = cache.programs.get(uid)
     listed = uid in updated or (lean.data_uid if lean is not None else obj.data.session_uid) in updated
@@ -730,7 +753,17 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int], again: frozenset[i
         if own is not None:
             own.note(last, lean)
         return True
-    closure = program.closure(changed)
+    captured = lean.found
+    if captured is not None:
+        if any(s[0].index in changed for s in captured.spine):
+            _recheck(uid)
+            return False  # the spine's control moved: its solve (the pre-body pose) is the full path's
+        # Every limb: the body may move what each hangs from (the pinned legs follow the hips).
+        closure: list[int] | None = sorted(
+            (program.by_chain[c.index] for c in captured.anchors), key=lambda j: program.links[j].level
+        )
+    else:
+        closure = program.closure(changed)
     if closure is None:
         _recheck(uid)
         return False  # a chain the program leaves to the full solve moved, or hangs below one that did
@@ -744,7 +777,10 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int], again: frozenset[i
     if own is not None:
         # The write below sets whole channel arrays: the control bones' rows must hold what the user set.
         own.take_channels(last, lean)
-    if len(order) > SCALAR_MAX_CHAINS:
+    outcomes: dict[int, ChainOutcome] | None
+    if captured is not None:
+        outcomes = _lean_body(obj, lean, captured, order, matrix, last.arrays, held)
+    elif len(order) > SCALAR_MAX_CHAINS:
         # Many chains at once: numpy batches are faster than one scalar solve after another
         # (bench/scalar.py), on inputs read here without the full path's reading and comparing.
         outcomes = _lean_batch(obj, lean, order, last.arrays, held, world)
@@ -815,6 +851,82 @@ def _lean_scalar(
             at = lean.held_at[b]
             held[at : at + value.shape[0]] = value
     return result.outcomes
+
+
+def _lean_body(
+    obj: bpy.types.Object,
+    lean: _Lean,
+    found: body_live.Captured,
+    order: list[int],
+    matrix: Callable[[bpy.types.Object, int], Matrix],
+    channels: armature.Channels,
+    held: fk.F32,
+) -> dict[int, ChainOutcome]:
+    """A Full Body update that moved only the limbs' controls: the body stage from what the last full solve
+    captured (`core/body_live.py`), the body bones written, then the limbs (links `order`) solved on the
+    compiled program from where the body put them, as `core.body.solve_levels` does; write what changed."""
+    program = lean.program
+    assert isinstance(program, Program)
+    targets: dict[int, Matrix] = {}
+    poles: dict[int, Matrix] = {}
+    for j in order:
+        index = program.links[j].chain.index
+        target, pole, t_row, p_row = lean.chains[index]
+        targets[index] = matrix(target, t_row)
+        if pole is not None:
+            poles[index] = matrix(pole, p_row)
+    world = obj.matrix_world.copy()
+    st = body_live.stage(
+        found, np.array(world, dtype=np.float64), np.array([targets[c.index] for c in found.anchors], dtype=np.float64)
+    )
+    modes = np.frombuffer(lean.modes, dtype=np.int32)
+    written: dict[str, list[int]] = {}
+    changed = armature.rotations_to_channels(obj, found.bones, st.basis, channels, modes, written)
+    root = found.root
+    old = channels["location"][root]
+    # `rig.body.write`'s rule: moved by more than rounding.
+    if (np.abs(st.location - old) > 1e-6 + 8.0 * np.spacing(np.abs(old)).astype(np.float64)).any():
+        channels["location"][root] = st.location
+        changed.add("location")
+    placed = {
+        b: (Vector(st.heads[k].tolist()), Matrix(st.frames[k].tolist()).to_quaternion())
+        for k, b in enumerate(found.bones)
+    }
+    pose_bones = obj.pose.bones
+    result = program.solve(
+        order,
+        lambda b: pose_bones[b].matrix.copy(),
+        world,
+        targets,
+        poles,
+        lean.angles,
+        channels,
+        placed,
+    )
+    changed |= result.changed
+    if changed:
+        for attr in sorted(changed):
+            pose_bones.foreach_set(attr, channels[attr].ravel())
+        obj.update_tag(refresh={"DATA"})
+        # As `_lean_scalar`: the channels hold what Reach IK wrote, their FK values stand; the body root's
+        # store takes its written channels (its home stands).
+        rows = [(b, attr) for attr, bones in written.items() for b in bones]
+        for b, attr in [*rows, *result.written]:
+            at = lean.held_at.get(b)
+            if at is not None:
+                value = channels[attr][b]
+                held[at : at + value.shape[0]] = value
+        rig_body.note_written(obj, program.snap.sk.names[root], root, channels, int(modes[root]))
+    outcomes = dict(result.outcomes)
+    outcomes.update(st.spine)
+    if st.blocked:
+        pins = ", ".join(f"'{c.name}'" for c in found.pins)
+        pinned = {c.index for c in found.pins}
+        for c in found.anchors:
+            out = outcomes.get(c.index)
+            if out is not None and out.valid and not out.reached and c.index not in pinned:
+                out.message = f"not reached: {out.residual:.4g} short, {body_live.BLOCKED} ({pins})"
+    return outcomes
 
 
 def _moved_many(
