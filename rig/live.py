@@ -811,6 +811,21 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int], again: frozenset[i
     return True
 
 
+def _goals(
+    lean: _Lean, program: Program, order: list[int], matrix: Callable[[bpy.types.Object, int], Matrix]
+) -> tuple[dict[int, Matrix], dict[int, Matrix]]:
+    """The world matrices of the targets and poles of links `order`, by chain index."""
+    targets: dict[int, Matrix] = {}
+    poles: dict[int, Matrix] = {}
+    for j in order:
+        index = program.links[j].chain.index
+        target, pole, t_row, p_row = lean.chains[index]
+        targets[index] = matrix(target, t_row)
+        if pole is not None:
+            poles[index] = matrix(pole, p_row)
+    return targets, poles
+
+
 def _lean_scalar(
     obj: bpy.types.Object,
     lean: _Lean,
@@ -822,14 +837,7 @@ def _lean_scalar(
     """Solve links `order` of the compiled program one scalar solve after another; write what changed."""
     program = lean.program
     assert isinstance(program, Program)
-    targets: dict[int, Matrix] = {}
-    poles: dict[int, Matrix] = {}
-    for j in order:
-        index = program.links[j].chain.index
-        target, pole, t_row, p_row = lean.chains[index]
-        targets[index] = matrix(target, t_row)
-        if pole is not None:
-            poles[index] = matrix(pole, p_row)
+    targets, poles = _goals(lean, program, order, matrix)
     pose_bones = obj.pose.bones
     result = program.solve(
         order,
@@ -867,14 +875,7 @@ def _lean_body(
     compiled program from where the body put them, as `core.body.solve_levels` does; write what changed."""
     program = lean.program
     assert isinstance(program, Program)
-    targets: dict[int, Matrix] = {}
-    poles: dict[int, Matrix] = {}
-    for j in order:
-        index = program.links[j].chain.index
-        target, pole, t_row, p_row = lean.chains[index]
-        targets[index] = matrix(target, t_row)
-        if pole is not None:
-            poles[index] = matrix(pole, p_row)
+    targets, poles = _goals(lean, program, order, matrix)
     world = obj.matrix_world.copy()
     st = body_live.stage(
         found, np.array(world, dtype=np.float64), np.array([targets[c.index] for c in found.anchors], dtype=np.float64)
