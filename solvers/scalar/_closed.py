@@ -175,9 +175,9 @@ def _xyz(v: Vector) -> Vec3:
 
 
 def _fold_azimuth(limb: _Limb, fold: float, cone: tuple[float, ...]) -> Vector | None:
-    k = (cone[0], cone[1], cone[2], cone[3])
     """``two_bone_limits._fold_azimuth`` for one limb: the direction at ``fold`` from ``c`` inside the
     lower bone's cone nearest the chosen plane by azimuth (0, +1, -1, +2 ... samples), or None."""
+    k = (cone[0], cone[1], cone[2], cone[3])
     m = cross(limb.c, limb.n)
     if m.length <= 1e-300:
         return None
