@@ -38,6 +38,7 @@ from mathutils import Euler, Matrix, Quaternion, Vector
 from numpy.typing import NDArray
 
 from ..solvers.limits import JointLimits
+from ..solvers.rotations import quaternion_to_matrix
 from ..solvers.scalar import chain_limits
 from ..solvers.scalar._chain import (
     BoneLimit,
@@ -51,8 +52,8 @@ from ..solvers.scalar._chain import (
     two_bone,
 )
 from ..solvers.scalar._closed import applies, two_bone_limited
-from ..solvers.two_bone import solve_two_bone
-from ..solvers.types import CONVERGED, STALLED, STATUS_NAMES, UNREACHABLE, ZERO_LENGTH, ChainProblem
+from ..solvers.search import refine
+from ..solvers.types import CONVERGED, STALLED, STATUS_NAMES, UNREACHABLE, ZERO_LENGTH, ChainProblem, SolveResult
 from . import convert
 from .batch import solver_for, turn_about
 from .checks import cached_limits
@@ -583,7 +584,26 @@ class Program:
             int(self.snap.settings.max_iterations),
             self.snap.settings.roll_mode,
         )
-        result = solve_two_bone(problem)
+        # The stage from the analytic pose, as the full solve's (`solvers.scalar.solve_two_bone_scalar`: the
+        # analytic pose, the batched closed form, then `refine`). The batched closed form is not run again:
+        # it decides as the scalar one just did (to float32 at its boundaries) and cost ~3 ms per call.
+        quats = np.array([[q.w, q.x, q.y, q.z] for q in solved], dtype=np.float64)
+        quats /= np.linalg.norm(quats, axis=1)[:, None]
+        start = quaternion_to_matrix(quats)[None]
+        placed = np.zeros((1, 3, 3))
+        placed[0, 1] = start[0, 0] @ offsets[0, 0]
+        placed[0, 2] = placed[0, 1] + start[0, 1] @ offsets[0, 1]
+        residual = np.linalg.norm(placed[:, 2] - problem.targets, axis=1)
+        reached = residual <= tolerance
+        analytic = SolveResult(
+            placed,
+            start,
+            np.zeros(1, dtype=np.int64),
+            residual,
+            reached,
+            np.where(reached, CONVERGED, UNREACHABLE).astype(np.int8),
+        )
+        result = refine(problem, analytic)
         return [Matrix(f.tolist()).to_quaternion() for f in result.frames[0]]
 
     def _shape(self, link: Link, mats: list[Matrix], base: Quaternion, tip: Matrix | None = None) -> Chain:
