@@ -128,6 +128,16 @@ def read_keys(fc: bpy.types.FCurve) -> Keys:
     return out
 
 
+def update_keys(fc: bpy.types.FCurve, keys: Keys, before: Keys) -> None:
+    """Write the fields of `keys` that differ from `before` (both as `read_keys` returns them, the same keys
+    in the same order) onto `fc`'s keys, and recalculate its handles."""
+    kp = fc.keyframe_points
+    for name, _width, _dtype in _KEY_FIELDS:
+        if not np.array_equal(keys[name], before[name]):
+            kp.foreach_set(name, np.ascontiguousarray(keys[name]).ravel())
+    fc.update()
+
+
 def write_keys(fc: bpy.types.FCurve, keys: Keys, recalc: bool) -> None:
     """Replace all keyframes of `fc` with `keys` (as returned by `read_keys`)."""
     kp = fc.keyframe_points
@@ -168,6 +178,8 @@ class ActionSnapshot:
     touched: list[tuple[str, int]] = field(default_factory=list)
     created: list[tuple[str, int]] = field(default_factory=list)
     created_action: bpy.types.Action | None = None
+    new_key_fields: dict[str, NDArray[np.generic]] = field(default_factory=dict)
+    """The fields Blender gave the first key a bake added (other than its values), reused by later merges."""
 
     @classmethod
     def take(cls, obj: bpy.types.Object) -> ActionSnapshot:

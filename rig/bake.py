@@ -181,8 +181,28 @@ def _reduce(times: F64, values: F64, tol: float) -> NDArray[np.bool_]:
     return keep
 
 
-def _merge_keys(fc: bpy.types.FCurve, frames: F64, values: F64, opts: BakeOptions, linear: bool) -> int:
-    """Replace the keys the bake owns on `fc` with new ones; keys outside keep every field."""
+_SET_BY_BAKE = ("co", "handle_left", "handle_right")
+"""The key fields a bake gives values of its own; every other field of a new key is Blender's default."""
+
+MERGE_IN_PLACE = True
+"""Whether a re-key of the very frames a curve already has a key on rewrites those keys in place (tests turn
+it off to check that both ways write the same keys)."""
+
+
+def _merge_keys(
+    fc: bpy.types.FCurve,
+    frames: F64,
+    values: F64,
+    opts: BakeOptions,
+    linear: bool,
+    defaults: dict[str, NDArray[np.generic]],
+) -> int:
+    """Replace the keys the bake owns on `fc` with new ones; keys outside keep every field.
+
+    `defaults`: the fields Blender gives a new key (other than `_SET_BY_BAKE`), learnt from the first merge
+    of the bake that adds keys. Once known, a curve whose replaced keys sit on exactly the baked frames (a
+    re-key of animation keyed on every frame, as motion capture is) is rewritten in place: one read of its
+    keys and a write of the fields that changed, instead of adding, reading again, clearing and rewriting."""
     kp = fc.keyframe_points
     n_old = len(kp)
     if n_old:
@@ -209,8 +229,23 @@ def _merge_keys(fc: bpy.types.FCurve, frames: F64, values: F64, opts: BakeOption
         fc.update()
         return len(frames)
     old = anim.read_keys(fc)
+    if MERGE_IN_PLACE and defaults and _in_place(old, drop, frames):
+        merged = {k: v.copy() for k, v in old.items()}
+        rows = np.flatnonzero(drop)
+        merged["co"][rows, 0] = frames
+        merged["co"][rows, 1] = values
+        merged["handle_left"][rows] = merged["co"][rows]
+        merged["handle_right"][rows] = merged["co"][rows]
+        for name, value in defaults.items():
+            merged[name][rows] = value
+        if linear:
+            merged["interpolation"][rows] = _LINEAR
+        anim.update_keys(fc, merged, old)
+        return len(frames)
     kp.add(len(frames))  # new keys get Blender's defaults for everything but their values
     fresh = anim.read_keys(fc)
+    if not defaults:
+        defaults.update({k: v[n_old].copy() for k, v in fresh.items() if k not in _SET_BY_BAKE})
     new = {k: v[n_old:].copy() for k, v in fresh.items()}
     new["co"][:, 0] = frames
     new["co"][:, 1] = values
@@ -222,6 +257,15 @@ def _merge_keys(fc: bpy.types.FCurve, frames: F64, values: F64, opts: BakeOption
     order = np.argsort(merged["co"][:, 0], kind="stable")
     anim.write_keys(fc, {k: v[order] for k, v in merged.items()}, recalc=True)
     return len(frames)
+
+
+def _in_place(old: anim.Keys, drop: NDArray[np.bool_], frames: F64) -> bool:
+    """Whether the keys `drop` of a curve (its keys `old`, in time order) sit on exactly `frames`: then the
+    merge keeps every key where it is and only rewrites those."""
+    t_old = old["co"][:, 0].astype(np.float64)
+    if int(drop.sum()) != len(frames) or (len(t_old) > 1 and bool((np.diff(t_old) <= 0.0).any())):
+        return False
+    return bool(np.array_equal(np.round(t_old[drop], 3), np.round(frames, 3)))
 
 
 def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None = None) -> BakeResult:
@@ -508,7 +552,7 @@ def _key_bone(
         snapshot.remember((path, index), fc)
         if fc is None:
             fc = anim.new_fcurve(action, obj, path, index, pb.name)
-        count += _merge_keys(fc, times[keep], values[keep, c], opts, linear=opts.reduce)
+        count += _merge_keys(fc, times[keep], values[keep, c], opts, opts.reduce, snapshot.new_key_fields)
     return count
 
 

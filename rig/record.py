@@ -83,6 +83,7 @@ def write(rec: Recording, frames: list[int], channels_before: dict[str, F32], ac
     opts = bake.BakeOptions(frames[0], frames[-1])
     curves = anim.fcurve_map(action, obj)
     count = 0
+    defaults: anim.Keys = {}  # the fields of a new key, learnt from the first merge (`bake._merge_keys`)
     for j, b in enumerate(rec.bones):
         pb = pbs[b]
         attr, width = _width(pb.rotation_mode)
@@ -99,5 +100,5 @@ def write(rec: Recording, frames: list[int], channels_before: dict[str, F32], ac
             fc = curves.get((path, index))
             if fc is None:
                 fc = anim.new_fcurve(action, obj, path, index, pb.name)
-            count += bake._merge_keys(fc, times, values.astype(np.float64), opts, linear=False)
+            count += bake._merge_keys(fc, times, values.astype(np.float64), opts, False, defaults)
     return count

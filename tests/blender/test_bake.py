@@ -313,3 +313,36 @@ def test_cli_values_starting_with_a_dash() -> None:
     assert cli._join_dash_values(["--", "--frames", "-1"]) == ["--", "--frames", "-1"]
     assert cli.main(["bake", "--frames", "--output", "o.blend"]) == 2, "a missing --frames value is still usage"
     assert cli.main(["bake", "--frames", "-5x", "--output", "o.blend"]) == 2, "a bad --frames value is usage"
+
+
+def _rebaked_part(in_place: bool) -> dict[tuple[str, int], bytes]:
+    """The keys after a re-bake of frames 5-12 of a rig keyed on every frame 1-30, whose keys were then given
+    fields of their own (inside and outside the re-baked range), with the in-place merge on or off."""
+    bake = bpy_session.submodule("rig.bake")
+    anim = bpy_session.submodule("rig.anim")
+    bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
+    rig, _ = _anim_rig()
+    assert _bake(rig, 1, 30) == {"FINISHED"}
+    for n, fc in enumerate(_fcurves(rig)):
+        keys = anim.read_keys(fc)
+        keys["interpolation"][n % 3 :: 3] = 0  # CONSTANT on every third key
+        keys["handle_left_type"][1::4] = 2  # VECTOR
+        keys["easing"][2::5] = 2  # EASE_OUT
+        anim.write_keys(fc, keys, recalc=True)
+    rig.reach_ik.chains[0].enabled = True
+    was = bake.MERGE_IN_PLACE
+    bake.MERGE_IN_PLACE = in_place
+    try:
+        assert _bake(rig, 5, 12) == {"FINISHED"}
+    finally:
+        bake.MERGE_IN_PLACE = was
+    return _keys(rig)
+
+
+def test_a_rebake_over_keys_on_every_frame_merges_in_place_as_it_adds() -> None:
+    # The in-place merge (a curve keyed on exactly the baked frames) must write what adding and sorting does:
+    # every field of every key, inside the range (new keys' defaults) and outside (kept as they were).
+    added, in_place = _rebaked_part(False), _rebaked_part(True)
+    assert added.keys() == in_place.keys()
+    for path in added:
+        assert added[path] == in_place[path], f"the in-place merge wrote other keys on {path}"
