@@ -274,11 +274,11 @@ def _limit_rows(ref: F64, limits: JointLimits) -> list[_LimitRow] | None:
     return rows
 
 
-def _clearly_inside(rows: list[_LimitRow], local: F64) -> bool:
-    """Whether every bone's `local` frame is inside its cone and twist range by a margin (plain floats, a
-    few microseconds): then `_radial_cone` and `apply_joint_limits` would give `local` back unchanged, bit for
-    bit, and are skipped. False when in doubt (they run: the exact path)."""
-    for (ref_t, cone, twist), m in zip(rows, local.tolist(), strict=True):
+def _clearly_inside(rows: list[_LimitRow], local: F64 | list[list[list[float]]]) -> bool:
+    """Whether every bone's `local` frame (an array, or nested lists of rows) is inside its cone and twist
+    range by a margin (plain floats, a few microseconds): then `_radial_cone` and `apply_joint_limits` would
+    give `local` back unchanged, bit for bit, and are skipped. False when in doubt (they run: the exact path)."""
+    for (ref_t, cone, twist), m in zip(rows, local.tolist() if isinstance(local, np.ndarray) else local, strict=True):
         if cone is not None:
             x = ref_t[0][0] * m[0][1] + ref_t[0][1] * m[1][1] + ref_t[0][2] * m[2][1]
             y = ref_t[1][0] * m[0][1] + ref_t[1][1] * m[1][1] + ref_t[1][2] * m[2][1]
@@ -293,10 +293,11 @@ def _clearly_inside(rows: list[_LimitRow], local: F64) -> bool:
                 if math.atan2(rho, y) > most * (1.0 - _CLEAR):
                     return False
         if twist is not None and twist[1] - twist[0] < 2.0 * math.pi - _CLEAR:
-            r00 = sum(ref_t[0][k] * m[k][0] for k in range(3))
-            r02 = sum(ref_t[0][k] * m[k][2] for k in range(3))
-            r20 = sum(ref_t[2][k] * m[k][0] for k in range(3))
-            r22 = sum(ref_t[2][k] * m[k][2] for k in range(3))
+            r0, r2 = ref_t[0], ref_t[2]
+            r00 = r0[0] * m[0][0] + r0[1] * m[1][0] + r0[2] * m[2][0]
+            r02 = r0[0] * m[0][2] + r0[1] * m[1][2] + r0[2] * m[2][2]
+            r20 = r2[0] * m[0][0] + r2[1] * m[1][0] + r2[2] * m[2][0]
+            r22 = r2[0] * m[0][2] + r2[1] * m[1][2] + r2[2] * m[2][2]
             tw = math.atan2(r02 - r20, r00 + r22)
             if not twist[0] + _CLEAR <= tw <= twist[1] - _CLEAR:
                 return False
@@ -335,18 +336,35 @@ def _step(jac: F64, over: F64, first: Bools, second: Bools, weight: F64, inv_met
     return out
 
 
-def solve_body(problem: BodyProblem) -> BodyResult:
+FLOATS_UP_TO: Final = 120
+"""`solve_body` computes in plain Python floats (`solvers.body_floats`) when its Jacobian has at most this many
+entries (anchors times degrees of freedom: the set-up humanoid's is 5 x 15), on numpy arrays above: on a few
+bones numpy's cost per call (1-3 us) outweighs its speed per element."""
+
+
+def solve_body(problem: BodyProblem, method: str = "auto") -> BodyResult:
     """Move and turn the body's root and turn its spine so every pull is within reach, pins held.
 
     Parameters
     ----------
     problem : BodyProblem
+    method : {"auto", "arrays", "floats"}
+        Compute on numpy arrays (below: the reference) or in plain Python floats (`solvers.body_floats`:
+        the same steps, equal to float64 rounding, several times faster on a few bones); "auto" takes
+        floats for a Jacobian of at most `FLOATS_UP_TO` entries.
 
     Returns
     -------
     BodyResult
         The new pose; ``excess`` per anchor, ``blocked`` when a pin stopped a pull short.
     """
+    if method not in ("auto", "arrays", "floats"):
+        raise ValueError(f"solve_body's method must be 'auto', 'arrays' or 'floats', got {method!r}")
+    n_dof = 3 + 3 * len(problem.parents)
+    if method == "floats" or (method == "auto" and n_dof * len(problem.anchor_bones) <= FLOATS_UP_TO):
+        from .body_floats import solve_body_floats  # it builds on this module's helpers
+
+        return solve_body_floats(problem)
     p = problem
     body = _Body(p)
     n_b = body.n
