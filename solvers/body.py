@@ -265,12 +265,14 @@ def _limit_rows(ref: F64, limits: JointLimits) -> list[_LimitRow] | None:
     """Per body bone below the root: its reference frame transposed, its cone and twist range (None: unused),
     as Python floats for `_clearly_inside`; None when a cone is too thin for that test (the exact path)."""
     rows: list[_LimitRow] = []
-    for i in range(ref.shape[0]):
-        cone = tuple(float(v) for v in limits.cone[0, i + 1]) if bool(limits.use_cone[0, i + 1]) else None
-        twist = tuple(float(v) for v in limits.twist[0, i + 1]) if bool(limits.use_twist[0, i + 1]) else None
+    n = ref.shape[0]
+    use_cone, use_twist = limits.use_cone[0, 1 : n + 1].tolist(), limits.use_twist[0, 1 : n + 1].tolist()
+    cones, twists = limits.cone[0, 1 : n + 1].tolist(), limits.twist[0, 1 : n + 1].tolist()
+    for ref_t, uc, c, ut, t in zip(np.swapaxes(ref, 1, 2).tolist(), use_cone, cones, use_twist, twists, strict=True):
+        cone = tuple(c) if uc else None
         if cone is not None and min(cone) < 1e-3:
             return None
-        rows.append((ref[i].T.tolist(), cone, twist))  # type: ignore[arg-type]
+        rows.append((ref_t, cone, tuple(t) if ut else None))
     return rows
 
 

@@ -92,8 +92,9 @@ def _plus_mv(h: Vec, m: Mat, v: Vec) -> Vec:
             h[2] + (m[2][0] * x + m[2][1] * y + m[2][2] * z)]  # fmt: skip
 
 
-def _rotvec(x: float, y: float, z: float) -> Mat:
-    """Rodrigues' rotation of the rotation vector (x, y, z), as `rotations.rotvec_matrix` (zero: identity)."""
+def _turned(v: Vec, f: Mat) -> Mat:
+    """R @ f, R Rodrigues' rotation of the rotation vector v, as `rotations.rotvec_matrix` (zero: identity)."""
+    x, y, z = v
     angle = math.sqrt(x * x + y * y + z * z)
     if angle > 0.0:
         x, y, z = x / angle, y / angle, z / angle
@@ -102,10 +103,14 @@ def _rotvec(x: float, y: float, z: float) -> Mat:
     c, s = math.cos(angle), math.sin(angle)
     t = 1.0 - c
     sx, sy, sz = s * x, s * y, s * z
+    a00, a01, a02 = t * (x * x) + c, t * (x * y) - sz, t * (x * z) + sy
+    a10, a11, a12 = t * (y * x) + sz, t * (y * y) + c, t * (y * z) - sx
+    a20, a21, a22 = t * (z * x) - sy, t * (z * y) + sx, t * (z * z) + c
+    (b00, b01, b02), (b10, b11, b12), (b20, b21, b22) = f
     return [
-        [t * (x * x) + c, t * (x * y) - sz, t * (x * z) + sy],
-        [t * (y * x) + sz, t * (y * y) + c, t * (y * z) - sx],
-        [t * (z * x) - sy, t * (z * y) + sx, t * (z * z) + c],
+        [a00 * b00 + a01 * b10 + a02 * b20, a00 * b01 + a01 * b11 + a02 * b21, a00 * b02 + a01 * b12 + a02 * b22],
+        [a10 * b00 + a11 * b10 + a12 * b20, a10 * b01 + a11 * b11 + a12 * b21, a10 * b02 + a11 * b12 + a12 * b22],
+        [a20 * b00 + a21 * b10 + a22 * b20, a20 * b01 + a21 * b11 + a22 * b21, a20 * b02 + a21 * b12 + a22 * b22],
     ]
 
 
@@ -314,18 +319,16 @@ def solve_body_floats(problem: BodyProblem) -> BodyResult:
     # A pull within a tenth of the tolerance counts as in reach (the limb then reaches well within it).
     enough = 0.1 * tolerance
     limits = p.limits
-    limited = limits is not None and n_b > 1 and bool(limits.use_cone[0, 1:].any() or limits.use_twist[0, 1:].any())
+    cones: list[Vec | None] = [None] * (n_b - 1)
+    twists: list[Vec | None] = [None] * (n_b - 1)
+    if limits is not None:
+        use_cone, use_twist = limits.use_cone[0, 1:].tolist(), limits.use_twist[0, 1:].tolist()
+        cones = [c if u else None for c, u in zip(limits.cone[0, 1:].tolist(), use_cone, strict=True)]
+        twists = [t if u else None for t, u in zip(limits.twist[0, 1:].tolist(), use_twist, strict=True)]
+    limited = any(c is not None for c in cones) or any(t is not None for t in twists)
     ref_local = np.asarray(p.ref_local, dtype=np.float64)
     fast = _limit_rows(ref_local[1:], limits) if limited and limits else None
     refs: list[Mat] = ref_local[1:].tolist()
-    cones: list[Vec | None] = [None] * (n_b - 1)
-    twists: list[Vec | None] = [None] * (n_b - 1)
-    if limited and limits is not None:
-        for b in range(1, n_b):
-            if bool(limits.use_cone[0, b]):
-                cones[b - 1] = limits.cone[0, b].tolist()
-            if bool(limits.use_twist[0, b]):
-                twists[b - 1] = limits.twist[0, b].tolist()
     slack = _SLACK * size
     fix_damp = _DAMPING * size * size
 
@@ -337,7 +340,7 @@ def solve_body_floats(problem: BodyProblem) -> BodyResult:
         for b in range(1, n_b):
             t, k = total[parents[b]], 3 + 3 * b
             total.append([t[0] + delta[k], t[1] + delta[k + 1], t[2] + delta[k + 2]])
-        world = [_mm(_rotvec(*t), f) for t, f in zip(total, frames_now, strict=True)]
+        world = [_turned(t, f) for t, f in zip(total, frames_now, strict=True)]
         local = [_mtm(world[parents[b]], world[b]) for b in range(1, n_b)]
         if limited and limits is not None and (fast is None or not _clearly_inside(fast, local)):
             done = _limited(refs, cones, twists, local)
@@ -387,6 +390,7 @@ def solve_body_floats(problem: BodyProblem) -> BodyResult:
         return sum(w * (o if o > 0.0 else 0.0) ** 2 for w, o in zip(cost_weight, over_now, strict=True))
 
     root_head = heads[0]
+    start_heads, start_frames = heads, frames
     moved = False
     iterations = 0
     while iterations < p.max_iterations:
@@ -463,6 +467,5 @@ def solve_body_floats(problem: BodyProblem) -> BodyResult:
     at_pin = any(pin and o > -1e-6 * size for pin, o in zip(pinned, over, strict=True))
     if not moved:
         return BodyResult(heads0, frames0, iterations, excess, short and at_pin, False)
-    heads1, frames1 = np.array(heads), np.array(frames)
-    moved = bool(np.abs(heads1 - heads0).max() > 0.0 or np.abs(frames1 - frames0).max() > 0.0)
-    return BodyResult(heads1, frames1, iterations, excess, short and at_pin, moved)
+    moved = heads != start_heads or frames != start_frames  # exactly: any number differs
+    return BodyResult(np.array(heads), np.array(frames), iterations, excess, short and at_pin, moved)
