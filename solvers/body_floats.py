@@ -14,7 +14,9 @@ anchors' space from the Gram matrix of the scaled Jacobian's rows (`_coefficient
 limits are `_radial_cone` and `apply_joint_limits` in floats (`_limited`), except where a cone needs the
 exact search for its nearest point (then the reference's own functions run).
 
-Matrices are lists of rows (``m[i][j]``), a frame's columns its axes, as in `solvers.body`.
+Matrices are lists of rows (``m[i][j]``), a frame's columns its axes, as in `solvers.body`. The problem, the
+settings and the limit tests both computations share live in `solvers.body_problem` (this module must not
+import `solvers.body`, which calls it).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from operator import mul
 
 import numpy as np
 
-from .body import (
+from .body_problem import (
     _CORRECTIONS,
     _DAMPING,
     _FOLLOW_DAMPING,
@@ -199,7 +201,7 @@ _TINY_COMPONENT = 8.0 * sys.float_info.epsilon
 
 
 def _limited(refs: list[Mat], cones: list[Vec | None], twists: list[Vec | None], local: list[Mat]) -> list[Mat] | None:
-    """`body._radial_cone` then `limits.apply_joint_limits` on each bone's `local` frame (`refs` its
+    """`body_problem._radial_cone` then `limits.apply_joint_limits` on each bone's `local` frame (`refs` its
     reference frames, `cones` and `twists` None where unused), in plain floats; None when a bone needs
     `apply_joint_limits`' exact search for the nearest point of its cone (the caller takes the numpy path)."""
     out: list[Mat] = []
