@@ -31,7 +31,6 @@ little past reach moves it a little.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -39,124 +38,33 @@ from typing import Final
 import numpy as np
 
 from .arrays import F64, I64, Bools
-from .limits import JointLimits, apply_joint_limits
-from .rotations import cross, minimal_rotation, rotvec_matrix
+from .body_floats import solve_body_floats
+from .body_problem import (
+    _CORRECTIONS,
+    _DAMPING,
+    _FOLLOW_DAMPING,
+    _HALVINGS,
+    _SLACK,
+    _STALL,
+    FOLLOW,
+    LEAD_RAMP,
+    MAX_TURN,
+    PIN_WEIGHT,
+    REACH_MARGIN,
+    ROOT_MOVE,
+    ROOT_TURN,
+    SPINE_TURN,
+    BodyProblem,
+    BodyResult,
+    _clearly_inside,
+    _limit_rows,
+    _radial_cone,
+)
+from .limits import apply_joint_limits
+from .rotations import cross, rotvec_matrix
 
-BODY_ITERATIONS: Final = 12
-"""Gauss-Newton iterations at most (3-6 are typical: the rows are exact distances)."""
-ROOT_MOVE: Final = 1.0
-"""Cost of moving the root by one unit of the body's size (the metric's translation weight)."""
-ROOT_TURN: Final = 1.0
-"""Cost of turning the root by one radian (times the body's size squared)."""
-SPINE_TURN: Final = 0.5
-"""Cost of turning one spine bone by one radian: below the root's, so a reach bends the spine first."""
-PIN_WEIGHT: Final = 1e4
-"""Weight of a bound's row next to a pull's (weight 1): bounds are kept whatever the pulls want."""
-FOLLOW: Final = 1e-3
-"""A leader's weight (times its pull) just past its reach, next to one far past: it gives way."""
-LEAD_RAMP: Final = 0.05
-"""Excess (times the body's size) over which a pull's weight ramps from ``FOLLOW`` up to its pull."""
-REACH_MARGIN: Final = 1e-6
-"""The body brings a pulling anchor to within (1 - margin) of its reach (the limb then reaches exactly)."""
-MAX_TURN: Final = 0.35
-"""Largest turn (radians) and move (times the body's size) of one iteration: Gauss-Newton's linear model
-holds within about this much."""
-_DAMPING: Final = 1e-9
-_FOLLOW_DAMPING: Final = 1e-4
-_HALVINGS: Final = 3
-_CORRECTIONS: Final = 3
-_STALL: Final = 1e-3
-_SLACK: Final = 1e-9
-"""How far (times the body's size) a pin may end past its bound: rounding, far below any tolerance."""
-
-
-@dataclass(frozen=True)
-class BodyProblem:
-    """A body and its anchors (all positions in one common space; frames' columns are the bones' axes).
-
-    Parameters
-    ----------
-    parents : (B,) int
-        Body bone parents, topological (``parents[b] < b``); bone 0 is the root (-1).
-    heads, frames : (B, 3), (B, 3, 3)
-        The body's pose now (the start: nothing pulls, nothing moves).
-    ref_local : (B, 3, 3)
-        Each bone's rest frame relative to its body parent's frame (where its limits live; row 0 unused).
-    anchor_bones, anchor_offsets : (A,) int, (A, 3)
-        The body bone each anchor hangs from and the anchor's offset from that bone's head, in its frame.
-    reach : (A,)
-        How far each anchor's limb reaches (> 0).
-    targets : (A, 3)
-        What each limb reaches for.
-    pull : (A,)
-        How strongly each unpinned anchor moves the body (>= 0; 0: its limb alone moves).
-    pinned : (A,) bool
-        Anchors the body never takes out of their limb's reach.
-    limits : JointLimits, shape (1, B), optional
-        Joint limits of the body bones (row 0, the root, is ignored).
-    move_root : bool
-        Whether the root may move (a connected root bone only turns).
-    max_iterations : int
-    tolerance : float
-        A pull within this of its reach counts as reached.
-    """
-
-    parents: I64
-    heads: F64
-    frames: F64
-    ref_local: F64
-    anchor_bones: I64
-    anchor_offsets: F64
-    reach: F64
-    targets: F64
-    pull: F64
-    pinned: Bools
-    limits: JointLimits | None = None
-    move_root: bool = True
-    max_iterations: int = BODY_ITERATIONS
-    tolerance: float = 1e-4
-
-    def __post_init__(self) -> None:
-        b = np.asarray(self.parents).shape[0]
-        a = np.asarray(self.anchor_bones).shape[0]
-        shapes = {
-            "heads": (b, 3),
-            "frames": (b, 3, 3),
-            "ref_local": (b, 3, 3),
-            "anchor_offsets": (a, 3),
-            "reach": (a,),
-            "targets": (a, 3),
-            "pull": (a,),
-            "pinned": (a,),
-        }
-        for name, shape in shapes.items():
-            value = np.asarray(getattr(self, name))
-            if value.shape != shape:
-                raise ValueError(f"BodyProblem.{name} must have shape {shape}, got {value.shape}")
-            if name != "pinned" and not np.isfinite(value).all():
-                raise ValueError(f"BodyProblem.{name} holds NaN or inf")
-        parents = np.asarray(self.parents)
-        if b == 0 or parents[0] != -1 or (b > 1 and not ((parents[1:] >= 0) & (parents[1:] < np.arange(1, b))).all()):
-            raise ValueError("BodyProblem.parents must be topological with bone 0 the only root (-1)")
-        bones = np.asarray(self.anchor_bones)
-        if a and ((bones < 0) | (bones >= b)).any():
-            raise ValueError(f"BodyProblem.anchor_bones must index the {b} body bones")
-        if a and (np.asarray(self.reach) <= 0.0).any():
-            raise ValueError("BodyProblem.reach must be above 0 for every anchor")
-        if a and (np.asarray(self.pull) < 0.0).any():
-            raise ValueError("BodyProblem.pull must be 0 or more")
-
-
-@dataclass(frozen=True)
-class BodyResult:
-    """The body's new pose and how far each anchor's target still lies beyond its limb's reach."""
-
-    heads: F64  # (B, 3)
-    frames: F64  # (B, 3, 3)
-    iterations: int
-    excess: F64  # (A,) max(|target - anchor| - reach, 0) after the solve
-    blocked: bool  # a pin's bound held the body back while a pull was still beyond reach
-    moved: bool  # the body's pose differs from the start
+# The problem and result live in `body_problem` (shared with `body_floats`); callers take them from here.
+__all__ = ["FLOATS_UP_TO", "BodyProblem", "BodyResult", "solve_body"]
 
 
 @dataclass(frozen=True)
@@ -230,79 +138,6 @@ def _solve_small(a: F64, b: F64) -> F64:
     return out
 
 
-def _radial_cone(ref: F64, local: F64, cone: F64, use_cone: Bools) -> F64:
-    """`local` frames whose Y axis lies outside its elliptical cone (about `ref`) turned back into it along
-    the same azimuth (a hair inside the boundary), so `apply_joint_limits` finds them inside and skips its
-    exact nearest-point search (~0.4 ms a bone here, a third of a body solve). Inside the limits as well,
-    and continuous, though not the nearest point: the body stage only needs its poses inside the limits."""
-    rel = np.swapaxes(ref, 1, 2) @ local
-    x, y, z = rel[:, 0, 1], rel[:, 1, 1], rel[:, 2, 1]
-    rho = np.sqrt(x * x + z * z)
-    theta = np.arctan2(rho, y)
-    a = np.where(x >= 0.0, cone[:, 3], cone[:, 2])  # right, left (limits.RIGHT, limits.LEFT)
-    b = np.where(z >= 0.0, cone[:, 0], cone[:, 1])  # up, down
-    q = np.sqrt((x / np.maximum(a, 1e-150)) ** 2 + (z / np.maximum(b, 1e-150)) ** 2)
-    most = rho / np.maximum(q, 1e-300) * (1.0 - 1e-9)
-    # Straight backward (rho ~ 0 with theta ~ pi) has no azimuth: left to the exact clamp.
-    out_rows = use_cone & (theta > most) & (rho > 1e-9)
-    if not out_rows.any():
-        return local
-    idx = np.flatnonzero(out_rows)
-    old = rel[idx, :, 1]
-    s_new = np.sin(most[idx]) / rho[idx]
-    new = np.stack([x[idx] * s_new, np.cos(most[idx]), z[idx] * s_new], axis=1)
-    out = local.copy()
-    out[idx] = ref[idx] @ (minimal_rotation(old, new) @ rel[idx])
-    return out
-
-
-_CLEAR: Final = 1e-6
-"""How far inside its limits (relative, radians) a bone must be for `_clearly_inside` to say so."""
-_LimitRow = tuple[list[list[float]], tuple[float, float, float, float] | None, tuple[float, float] | None]
-
-
-def _limit_rows(ref: F64, limits: JointLimits) -> list[_LimitRow] | None:
-    """Per body bone below the root: its reference frame transposed, its cone and twist range (None: unused),
-    as Python floats for `_clearly_inside`; None when a cone is too thin for that test (the exact path)."""
-    rows: list[_LimitRow] = []
-    for i in range(ref.shape[0]):
-        cone = tuple(float(v) for v in limits.cone[0, i + 1]) if bool(limits.use_cone[0, i + 1]) else None
-        twist = tuple(float(v) for v in limits.twist[0, i + 1]) if bool(limits.use_twist[0, i + 1]) else None
-        if cone is not None and min(cone) < 1e-3:
-            return None
-        rows.append((ref[i].T.tolist(), cone, twist))  # type: ignore[arg-type]
-    return rows
-
-
-def _clearly_inside(rows: list[_LimitRow], local: F64) -> bool:
-    """Whether every bone's `local` frame is inside its cone and twist range by a margin (plain floats, a
-    few microseconds): then `_radial_cone` and `apply_joint_limits` would give `local` back unchanged, bit for
-    bit, and are skipped. False when in doubt (they run: the exact path)."""
-    for (ref_t, cone, twist), m in zip(rows, local.tolist(), strict=True):
-        if cone is not None:
-            x = ref_t[0][0] * m[0][1] + ref_t[0][1] * m[1][1] + ref_t[0][2] * m[2][1]
-            y = ref_t[1][0] * m[0][1] + ref_t[1][1] * m[1][1] + ref_t[1][2] * m[2][1]
-            z = ref_t[2][0] * m[0][1] + ref_t[2][1] * m[1][1] + ref_t[2][2] * m[2][1]
-            if y <= 0.0:
-                return False
-            rho = math.sqrt(x * x + z * z)
-            if rho > 0.0:
-                a = cone[3] if x >= 0.0 else cone[2]  # right, left
-                b = cone[0] if z >= 0.0 else cone[1]  # up, down
-                most = rho / math.sqrt((x / a) ** 2 + (z / b) ** 2)
-                if math.atan2(rho, y) > most * (1.0 - _CLEAR):
-                    return False
-        if twist is not None and twist[1] - twist[0] < 2.0 * math.pi - _CLEAR:
-            r00 = sum(ref_t[0][k] * m[k][0] for k in range(3))
-            r02 = sum(ref_t[0][k] * m[k][2] for k in range(3))
-            r20 = sum(ref_t[2][k] * m[k][0] for k in range(3))
-            r22 = sum(ref_t[2][k] * m[k][2] for k in range(3))
-            tw = math.atan2(r02 - r20, r00 + r22)
-            if not twist[0] + _CLEAR <= tw <= twist[1] - _CLEAR:
-                return False
-    return True
-
-
 def _capped(delta: F64, size: float, move_root: bool) -> F64:
     """`delta` scaled down to at most `MAX_TURN` of turn (radians) and of move (times the body's size)."""
     shift = float(np.abs(delta[:3]).max()) / size if move_root else 0.0
@@ -335,18 +170,34 @@ def _step(jac: F64, over: F64, first: Bools, second: Bools, weight: F64, inv_met
     return out
 
 
-def solve_body(problem: BodyProblem) -> BodyResult:
+FLOATS_UP_TO: Final = 800
+"""`solve_body` computes in plain Python floats (`solvers.body_floats`) when its Jacobian has at most this many
+entries (anchors times degrees of freedom: the set-up humanoid's is 5 x 15), on numpy arrays above: on a few
+bones numpy's cost per call (1-3 us) outweighs its speed per element. Measured (random pinned bodies, numpy
+1.26): floats 2.4-2.6x faster at 75-126 entries, 1.9-2.1x at 168-324, 1.1-1.3x at 468-816."""
+
+
+def solve_body(problem: BodyProblem, method: str = "auto") -> BodyResult:
     """Move and turn the body's root and turn its spine so every pull is within reach, pins held.
 
     Parameters
     ----------
     problem : BodyProblem
+    method : {"auto", "arrays", "floats"}
+        Compute on numpy arrays (below: the reference) or in plain Python floats (`solvers.body_floats`:
+        the same steps, equal to float64 rounding, several times faster on a few bones); "auto" takes
+        floats for a Jacobian of at most `FLOATS_UP_TO` entries.
 
     Returns
     -------
     BodyResult
         The new pose; ``excess`` per anchor, ``blocked`` when a pin stopped a pull short.
     """
+    if method not in ("auto", "arrays", "floats"):
+        raise ValueError(f"solve_body's method must be 'auto', 'arrays' or 'floats', got {method!r}")
+    n_dof = 3 + 3 * len(problem.parents)
+    if method == "floats" or (method == "auto" and n_dof * len(problem.anchor_bones) <= FLOATS_UP_TO):
+        return solve_body_floats(problem)
     p = problem
     body = _Body(p)
     n_b = body.n
