@@ -6,7 +6,7 @@ each chain with ``mathutils`` (Blender's C vector module, float32 inside, ~0.05 
 build the result arrays once at the end. They take the same :class:`~solvers.types.ChainProblem`, return
 the same :class:`~solvers.types.SolveResult` with the same status codes, and follow the batched
 solvers step for step (``docs/design/solvers.md``): roll modes, poles, the natural bend, joint limits
-(the exact cone clamp and twist clamp, :mod:`solvers.scalar._cone`), the polish, stall detection and
+(the exact cone clamp and twist clamp, :mod:`solvers.cone_floats`), the polish, stall detection and
 uniform iterations; under limits the chains that stop short go through the batched solvers' own global
 stage (:func:`solvers.search.refine`, numpy), so both paths reach alike. Float32 sets their floor:
 tolerances below about 1e-6 of the chain's size are not reached reliably.
@@ -29,13 +29,13 @@ from typing import Final
 
 import numpy as np
 
+from .. import cone_floats as _cone
 from ..limits import JointLimits
 from ..rotations import matvec, norms, quaternion_to_matrix
 from ..search import refine
 from ..soft import solve_soft
 from ..two_bone import settle
 from ..types import CONVERGED, F64, STALLED, UNREACHABLE, ZERO_LENGTH, ChainProblem, SolveResult
-from . import _cone
 from ._chain import (
     BoneLimit,
     Chain,

@@ -26,6 +26,7 @@ from typing import Final, Protocol
 
 from mathutils import Matrix, Quaternion, Vector
 
+from .. import cone_floats as _cone
 from ..frames import PREBEND, STRAIGHT
 from ..loop import (
     POLISH_DAMPING,
@@ -41,7 +42,7 @@ from ..loop import (
 )
 from ..rotations import NEAR_OPPOSITE
 from ..types import CAP, CONVERGED, STALLED
-from . import _cone, _f64
+from . import _f64
 
 # float32 has no use for the batched code's 1e-150: a vector shorter than this has no direction in it.
 TINY: Final = 1e-18

@@ -15,6 +15,7 @@ from typing import Final
 
 from mathutils import Quaternion, Vector
 
+from .. import cone_floats as _cone
 from ..fold import Vec3, settle_fold
 from ..two_bone_limits import (
     ALONG_Y,
@@ -24,7 +25,6 @@ from ..two_bone_limits import (
     SWIVEL_BISECTIONS,
     SWIVEL_SAMPLES,
 )
-from . import _cone
 from ._chain import INSIDE, Chain, Frames, aim_frame, cross, limit_frame, product, sweep
 
 _SIDES: Final = (Vector((0.0, 0.0, 1.0)), Vector((0.0, 0.0, -1.0)), Vector((-1.0, 0.0, 0.0)), Vector((1.0, 0.0, 0.0)))

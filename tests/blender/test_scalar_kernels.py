@@ -205,7 +205,7 @@ def cone_distance(d: F64, cone: F64) -> F64:
     Inside (the ellipse test on the swing coordinates): 0. Outside: every quadrant arc is sampled densely,
     and the best sample's neighbourhood is refined by golden-section search on the arc parameter (the
     corners are the arcs' end points, kept as candidates). Shares no code with ``solvers.limits`` or
-    ``solvers.scalar._cone``.
+    ``solvers.cone_floats``.
     """
     th = np.arctan2(np.hypot(d[:, 0], d[:, 2]), d[:, 1])
     az = np.arctan2(d[:, 2], d[:, 0])

@@ -1,11 +1,13 @@
 """The joint limit maths of :mod:`solvers.limits` for one direction at a time, on Python floats.
 
-The scalar solvers clamp one bone at a time, where numpy's fixed cost per call (1-3 us) would be most of
-the work. This is the same mathematics as ``limits.py`` (the inside test with widened half-angles, the
-nearest point of the elliptical cone found by maximising ``d . b(psi)`` over the four quadrant arcs with
-the coarse samples, the Lipschitz pruning, the zoom, the bracketed Newton iteration and the four extreme
-directions, and the twist range measured around the circle), written for a single row on Python floats
-(float64), so it is as exact as the batched search. It imports neither numpy nor mathutils.
+The scalar solvers and the plain-float two-bone closed form (`solvers.two_bone_floats`) clamp one bone at a
+time, where numpy's fixed cost per call (1-3 us) would be most of the work. It lives outside
+``solvers/scalar`` (whose package imports ``mathutils``) so that numpy-path code can use it. This is the same
+mathematics as ``limits.py`` (the inside test with widened half-angles, the nearest point of the elliptical
+cone found by maximising ``d . b(psi)`` over the four quadrant arcs with the coarse samples, the Lipschitz
+pruning, the zoom, the bracketed Newton iteration and the four extreme directions, and the twist range
+measured around the circle), written for a single row on Python floats (float64), so it is as exact as the
+batched search. It imports neither numpy nor mathutils.
 
 Conventions as in ``limits.py``: a cone is ``(up, down, left, right)`` half-angles in radians in the bone's
 reference frame (+Y along the bone, right = +X, up = +Z).
