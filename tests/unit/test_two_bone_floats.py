@@ -184,3 +184,20 @@ def test_solver_results_do_not_depend_on_the_form(mode: str, monkeypatch: pytest
     floats = solve_two_bone(problem)
     assert np.array_equal(numpy_only.reached, floats.reached)
     assert np.abs(numpy_only.positions - floats.positions).max() <= 1e-9
+
+
+def test_minimal_rotation_of_nearly_opposite_directions() -> None:
+    """The half-turn branch of `rotations.minimal_rotation` (which random limbs seldom reach), as the floats
+    take it: directions within 1e-4 of opposite, about the fallback axis."""
+    from solvers.rotations import minimal_rotation
+    from solvers.two_bone_floats import _minimal_rotation
+
+    rng = np.random.default_rng(5)
+    a = rng.normal(size=(50, 3))
+    a /= np.linalg.norm(a, axis=1, keepdims=True)
+    b = -a + rng.normal(size=(50, 3)) * rng.choice([0.0, 1e-9, 1e-6, 3e-5], size=(50, 1))
+    b /= np.linalg.norm(b, axis=1, keepdims=True)
+    axis = rng.normal(size=(50, 3))
+    ref = minimal_rotation(a, b, fallback_axis=axis)
+    got = np.array([_minimal_rotation(tuple(u), tuple(v), tuple(w)) for u, v, w in zip(a, b, axis, strict=True)])
+    assert np.abs(ref - got).max() <= 1e-12
