@@ -189,8 +189,8 @@ def test_solver_results_do_not_depend_on_the_form(mode: str, monkeypatch: pytest
 def test_minimal_rotation_of_nearly_opposite_directions() -> None:
     """The half-turn branch of `rotations.minimal_rotation` (which random limbs seldom reach), as the floats
     take it: directions within 1e-4 of opposite, about the fallback axis."""
+    from solvers.frames_floats import minimal_rotation as _minimal_rotation
     from solvers.rotations import minimal_rotation
-    from solvers.two_bone_floats import _minimal_rotation
 
     rng = np.random.default_rng(5)
     a = rng.normal(size=(50, 3))
