@@ -31,11 +31,10 @@ from .batch import with_local_targets
 from .body_memo import DIGITS, memo_levels
 from .checks import cached_limits
 from .kinematics import Space, Work, child_pose, child_relative
+from .messages import bent_by_body, mark_body_blocked
 from .model import F64, ChainOutcome, ChainPlan, Group, Inputs, RigReport, Skeleton, Snapshot
 
 Levels = Callable[[Snapshot, Work, list[Group], Inputs, Space, RigReport, bool, Sequence[Group]], None]
-
-BLOCKED = "the body cannot reach further with its pinned chains held"  # then the pinned chains' names
 
 
 def body_root(sk: Skeleton, groups: Sequence[Group], requested: int) -> int:
@@ -256,11 +255,7 @@ def solve_levels(
     if limbs:
         memo(snap, work, limbs, inputs, space, report, smooth, dropped)
     if blocked.any():
-        pins = ", ".join(f"'{c.name}'" for c in anchors if settings.pins.get(c.index, False))
-        for c in anchors:
-            out = report.outcomes.get(c.index)
-            if out is not None and out.valid and not out.reached and not settings.pins.get(c.index, False):
-                out.message = f"not reached: {out.residual:.4g} short, {BLOCKED} ({pins})"
+        mark_body_blocked(report.outcomes, anchors, {c.index for c in anchors if settings.pins.get(c.index, False)})
     for g in limbs:
         for c in g.chains:
             out = report.outcomes.get(c.index)
@@ -326,6 +321,8 @@ def _move_body(
     tolerance = float(snap.settings.tolerance) / space.scale
     beyond = np.linalg.norm(goals - starts, axis=2) - reach > tolerance[:, None]
     active = (beyond & (pull * influence > 0.0) & ~pinned).any(axis=1)
+    if not active.any() and spine_live is None:
+        return False, np.zeros(f_count, dtype=bool)
     limits = cached_limits(snap, [bones])
     move_root = not bool(sk.connected[root]) if sk.connected.shape[0] else True
     usable = reach > 0.0
@@ -417,7 +414,7 @@ def _body_chain_outcomes(
             if worst <= tolerance * (1.0 + 1e-6):
                 continue
             out.residual, out.residuals, out.reached = worst, residuals, False
-            out.message = f"bent by the body: its tip is {worst:.4g} from its target while the limbs pull"
+            out.message = bent_by_body(worst)
 
 
 def _spine_live(

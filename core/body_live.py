@@ -29,9 +29,8 @@ from numpy.typing import NDArray
 
 from ..solvers.body import BodyProblem, solve_body
 from .kinematics import Space, local_rotations
+from .messages import bent_by_body
 from .model import F64, ChainOutcome, ChainPlan
-
-BLOCKED = "the body cannot reach further with its pinned chains held"  # as core.body.BLOCKED (no import: a cycle)
 
 
 @dataclass
@@ -137,6 +136,6 @@ def stage(found: Captured, world: F64, targets: F64) -> Stage:
             residual = float(np.linalg.norm(heads[row] + frames[row] @ off - goal)) * scale
             if residual > found.tolerance * (1.0 + 1e-6):
                 now.residual, now.residuals, now.reached = residual, np.array([residual]), False
-                now.message = f"bent by the body: its tip is {residual:.4g} from its target while the limbs pull"
+                now.message = bent_by_body(residual)
         spine[c.index] = now
     return Stage(heads, frames, basis, location, moved, blocked, spine)

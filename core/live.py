@@ -585,8 +585,8 @@ class Program:
             self.snap.settings.roll_mode,
         )
         # The stage from the analytic pose, as the full solve's (`solvers.scalar.solve_two_bone_scalar`: the
-        # analytic pose, the batched closed form, then `refine`). The batched closed form is not run again:
-        # it decides as the scalar one just did (to float32 at its boundaries) and cost ~3 ms per call.
+        # analytic pose, `two_bone.settle`'s closed form, then `refine`). The closed form is not run again: it
+        # decides as the scalar one just did (to float32 at its boundaries).
         quats = np.array([[q.w, q.x, q.y, q.z] for q in solved], dtype=np.float64)
         quats /= np.linalg.norm(quats, axis=1)[:, None]
         start = quaternion_to_matrix(quats)[None]

@@ -163,3 +163,22 @@ def refused_message(sk: Skeleton, chain: ChainPlan, exc: ValueError, tree: bool)
         f"cannot solve: the solver refused the numbers of {bones}{whole}: reset their pose (Alt G/R/S) and check "
         f"their Joint Limits; if that does not help, please report it with this detail: {exc}"
     )
+
+
+# Full Body: why a limb's target stays out of reach (then the pinned chains' names).
+BODY_BLOCKED = "the body cannot reach further with its pinned chains held"
+
+
+def mark_body_blocked(outcomes: dict[int, ChainOutcome], anchors: Sequence[ChainPlan], pinned: set[int]) -> None:
+    """Full Body could not bring every pulling limb in reach: each unpinned limb still short says so, naming
+    the pinned chains (`core.body.solve_levels` and the lean live path, `rig.live._lean_body`)."""
+    pins = ", ".join(f"'{c.name}'" for c in anchors if c.index in pinned)
+    for c in anchors:
+        out = outcomes.get(c.index)
+        if out is not None and out.valid and not out.reached and c.index not in pinned:
+            out.message = f"not reached: {out.residual:.4g} short, {BODY_BLOCKED} ({pins})"
+
+
+def bent_by_body(residual: float) -> str:
+    """A body chain (the spine) the body bent away from its own control, `residual` from it (world units)."""
+    return f"bent by the body: its tip is {residual:.4g} from its target while the limbs pull"

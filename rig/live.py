@@ -31,6 +31,7 @@ from ..core import body_live
 from ..core import solve as core
 from ..core.checks import check_inputs
 from ..core.live import Program
+from ..core.messages import mark_body_blocked
 from ..core.model import ChainOutcome, Group, Plan, RigReport, Skeleton, Snapshot
 from ..solvers import search
 from ..solvers.scalar import SCALAR_MAX_CHAINS
@@ -921,12 +922,7 @@ def _lean_body(
     outcomes = dict(result.outcomes)
     outcomes.update(st.spine)
     if st.blocked:
-        pins = ", ".join(f"'{c.name}'" for c in found.pins)
-        pinned = {c.index for c in found.pins}
-        for c in found.anchors:
-            out = outcomes.get(c.index)
-            if out is not None and out.valid and not out.reached and c.index not in pinned:
-                out.message = f"not reached: {out.residual:.4g} short, {body_live.BLOCKED} ({pins})"
+        mark_body_blocked(outcomes, found.anchors, {c.index for c in found.pins})
     return outcomes
 
 

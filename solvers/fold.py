@@ -35,19 +35,29 @@ _REFINE: Final = 48
 _GOLD: Final = (math.sqrt(5.0) - 1.0) / 2.0
 
 
-def boundary(psi: float, cone: Cone) -> Vec3:
-    """The cone's boundary direction at swing azimuth ``psi`` (0 toward +X, pi/2 toward +Z): the swing
-    angle is the quadrant's ellipse radius ``1 / sqrt((cos/a)**2 + (sin/b)**2)``, at most pi."""
-    cx, sz = math.cos(psi), math.sin(psi)
-    a = cone[3] if cx >= 0.0 else cone[2]
-    b = cone[0] if sz >= 0.0 else cone[1]
+def swing_radius(cone: Cone, ex: float, ez: float) -> float:
+    """How far (radians of swing) the cone reaches along the unit swing direction ``(ex, 0, ez)``: its
+    quadrant's ellipse radius ``1 / sqrt((ex/a)**2 + (ez/b)**2)``, at most pi, 0 toward a zero half-angle
+    (`two_bone_limits._radius` for one direction)."""
+    ax = cone[3] if ex >= 0.0 else cone[2]
+    bz = cone[0] if ez >= 0.0 else cone[1]
     inv = 0.0
-    for comp, half in ((cx, a), (sz, b)):
+    for comp, half in ((ex, ax), (ez, bz)):
         if comp != 0.0:
-            if half <= 0.0:
-                return (0.0, 1.0, 0.0)
-            inv += (comp / half) ** 2
-    theta = min(1.0 / math.sqrt(inv), math.pi) if inv > 0.0 else math.pi
+            if half == 0.0:
+                return 0.0
+            q = comp / half
+            inv += q * q
+    if inv > 0.0:
+        r = 1.0 / math.sqrt(inv)
+        return min(r if math.isfinite(r) else 0.0, math.pi)
+    return math.pi
+
+
+def boundary(psi: float, cone: Cone) -> Vec3:
+    """The cone's boundary direction at swing azimuth ``psi`` (0 toward +X, pi/2 toward +Z)."""
+    cx, sz = math.cos(psi), math.sin(psi)
+    theta = swing_radius(cone, cx, sz)
     s = math.sin(theta)
     return (s * cx, math.cos(theta), s * sz)
 
@@ -62,9 +72,7 @@ def contains(d: Vec3, cone: Cone) -> bool:
     rho = math.hypot(x, z)
     if rho <= 1e-15:
         return y > 0.0
-    theta = math.atan2(rho, y)
-    edge = boundary(math.atan2(z, x), cone)
-    return theta <= math.atan2(math.hypot(edge[0], edge[2]), edge[1]) + 1e-9
+    return math.atan2(rho, y) <= swing_radius(cone, x / rho, z / rho) + 1e-9
 
 
 class Profile:

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from .fold import settle_fold
+from .fold import settle_fold, swing_radius
 from .frames import ChainBatch
 from .frames_floats import (
     Bone,
@@ -167,21 +167,7 @@ def _mat(rows: list[list[float]]) -> Mat:
 
 def _radius(cone: Cone, use_cone: bool, ex: float, ez: float) -> float:
     """`two_bone_limits._radius` for one direction ``(ex, 0, ez)``."""
-    if not use_cone:
-        return _PI
-    ax = cone[3] if ex >= 0.0 else cone[2]
-    bz = cone[0] if ez >= 0.0 else cone[1]
-    inv = 0.0
-    for comp, half in ((ex, ax), (ez, bz)):
-        if comp != 0.0:
-            if half == 0.0:
-                return 0.0
-            q = comp / half
-            inv += q * q
-    if inv > 0.0:
-        r = 1.0 / math.sqrt(inv)
-        return min(r if math.isfinite(r) else 0.0, _PI)
-    return _PI
+    return swing_radius(cone, ex, ez) if use_cone else _PI
 
 
 def _upper(ch: _Chain, chord: Vec, bend: Vec, cos_a: float, sin_a: float, reach: float, u: Vec) -> tuple[Mat, Vec, Vec]:

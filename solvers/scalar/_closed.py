@@ -16,7 +16,8 @@ from typing import Final
 from mathutils import Quaternion, Vector
 
 from .. import cone_floats as _cone
-from ..fold import Vec3, settle_fold
+from ..fold import Cone, Vec3, settle_fold, swing_radius
+from ..frames_floats import least_violation
 from ..two_bone_limits import (
     ALONG_Y,
     AZIMUTH_SAMPLES,
@@ -32,19 +33,9 @@ _BENT: Final = 1e-3  # as two_bone_limits._BENT
 _Y: Final = Vector((0.0, 1.0, 0.0))
 
 
-def _radius(cone: tuple[float, ...] | None, ex: float, ez: float) -> float:
+def _radius(cone: Cone | None, ex: float, ez: float) -> float:
     """``two_bone_limits._radius`` for one direction ``(ex, 0, ez)``."""
-    if cone is None:
-        return math.pi
-    ax = cone[3] if ex >= 0.0 else cone[2]
-    bz = cone[0] if ez >= 0.0 else cone[1]
-    inv = 0.0
-    for comp, half in ((ex, ax), (ez, bz)):
-        if comp != 0.0:
-            if half <= 0.0:
-                return 0.0
-            inv += (comp / half) ** 2
-    return min(1.0 / math.sqrt(inv), math.pi) if inv > 0.0 else math.pi
+    return math.pi if cone is None else swing_radius(cone, ex, ez)
 
 
 class _Limb:
@@ -57,7 +48,7 @@ class _Limb:
         assert limits is not None
         self.lim0, self.lim1 = limits[0], limits[1]
         table1 = self.lim1[0] if self.lim1 is not None else None
-        cone1 = tuple(table1.cone) if table1 is not None else None
+        cone1 = table1.cone if table1 is not None else None
         self.c_cone = cone1
         self.q1 = c.ref_local[1]
         self.a0 = c.directions[0]
@@ -144,40 +135,26 @@ def _upper_inside(limb: _Limb, f1: Quaternion) -> bool:
     return True
 
 
-def _violations(limb: _Limb, frames: list[Quaternion]) -> list[float]:
-    """The angles from the upper bone's direction in each of ``frames`` to its cone, exact where they can be
-    the least (branch and bound: in order of a lower bound, the swing beyond the widest half-angle, until
-    the bound passes the least exact angle found); the others are their bounds, no smaller than that least.
-    The minimum and its index are those of ``two_bone_limits._violations``, which computes every one."""
+def _least_violation(limb: _Limb, frames: list[Quaternion]) -> tuple[int, float]:
+    """The first of ``frames`` whose upper bone's direction is least far from its cone, and how far
+    (`frames_floats.least_violation` on the directions: the minimum of ``two_bone_limits._violations``)."""
     assert limb.lim0 is not None and limb.lim0[0] is not None
-    cone = limb.lim0[0].cone
-    widest = max(cone)
     inv = limb.ref0.conjugated()
-    ys = []
+    ds: list[Vec3] = []
     for f in frames:
         y = product(inv, f) @ _Y
         y.normalize()
-        ys.append(y)
-    out = [max(math.acos(max(-1.0, min(1.0, y.y))) - widest, 0.0) for y in ys]
-    least = math.inf
-    for k in sorted(range(len(ys)), key=out.__getitem__):
-        if out[k] >= least:
-            break
-        y = ys[k]
-        near = _cone.clamp_cone(y.x, y.y, y.z, cone)
-        out[k] = 0.0 if near is None else math.acos(max(-1.0, min(1.0, y.x * near[0] + y.y * near[1] + y.z * near[2])))
-        least = min(least, out[k])
-    return out
+        ds.append((y.x, y.y, y.z))
+    return least_violation(ds, limb.lim0[0].cone)
 
 
 def _xyz(v: Vector) -> Vec3:
     return (v.x, v.y, v.z)
 
 
-def _fold_azimuth(limb: _Limb, fold: float, cone: tuple[float, ...]) -> Vector | None:
+def _fold_azimuth(limb: _Limb, fold: float, cone: Cone) -> Vector | None:
     """``two_bone_limits._fold_azimuth`` for one limb: the direction at ``fold`` from ``c`` inside the
     lower bone's cone nearest the chosen plane by azimuth (0, +1, -1, +2 ... samples), or None."""
-    k = (cone[0], cone[1], cone[2], cone[3])
     m = cross(limb.c, limb.n)
     if m.length <= 1e-300:
         return None
@@ -187,7 +164,7 @@ def _fold_azimuth(limb: _Limb, fold: float, cone: tuple[float, ...]) -> Vector |
     for j in range(AZIMUTH_SAMPLES):
         phi = ((j + 1) // 2) * step * (1.0 if j % 2 else -1.0)
         u = limb.c * cf + (limb.n * math.cos(phi) + m * math.sin(phi)) * sf
-        if _cone.inside(u.x, u.y, u.z, k, -1e-9):
+        if _cone.inside(u.x, u.y, u.z, cone, -1e-9):
             return u
     return None
 
@@ -218,8 +195,7 @@ def two_bone_limited(c: Chain, side: tuple[float, float, float]) -> tuple[Frames
         if on_circle is not None:
             u, want, clamped = on_circle, fold, False
         else:
-            k = limb.c_cone
-            got = settle_fold(_xyz(limb.c), _xyz(limb.n), fold, (k[0], k[1], k[2], k[3]))
+            got = settle_fold(_xyz(limb.c), _xyz(limb.n), fold, limb.c_cone)
             if got is not None:
                 u, want, clamped, proven = Vector(got[0]), got[1], got[2], True
     reach = math.sqrt(max(l1 * l1 + l2 * l2 + 2.0 * l1 * l2 * math.cos(want), 0.0))
@@ -243,11 +219,10 @@ def two_bone_limited(c: Chain, side: tuple[float, float, float]) -> tuple[Frames
                 break
             refused.append((psi, g))
         if found is None and track:
-            # Only when no swivel is allowed: how far each misses the cone (`_violations`: the least exactly, as
+            # Only when no swivel is allowed: how far each misses the cone (the least exactly, as
             # `two_bone_limits._violations`), so both agree on the pose and the proof.
-            gaps = _violations(limb, [g for _, g in refused])
-            least = min(range(len(gaps)), key=gaps.__getitem__)
-            best, best_gap = refused[least][0], gaps[least]
+            least, best_gap = _least_violation(limb, [g for _, g in refused])
+            best = refused[least][0]
         if found is not None:
             hi = found
             lo = hi - math.copysign(step, hi)
