@@ -62,6 +62,67 @@ def boundary(psi: float, cone: Cone) -> Vec3:
     return (s * cx, math.cos(theta), s * sz)
 
 
+_CIRCLE: Final = [(math.cos(2.0 * math.pi * k / 24), math.sin(2.0 * math.pi * k / 24)) for k in range(24)]
+"""The samples of :func:`circle_outside` (one every 15 degrees of the circle)."""
+
+
+def circle_outside(
+    c: Vec3, e1: Vec3, e2: Vec3, cos_a: float, sin_a: float, cone: Cone, tol: float, slack: float
+) -> bool:
+    """Whether every direction of the circle ``cos_a c + sin_a (cos t e1 + sin t e2)`` (``c``, ``e1``, ``e2``
+    orthonormal, in the cone's frame), and every direction within ``slack`` of it, lies outside ``cone`` with
+    its half-angles widened by ``tol``: proven for the whole circle, not only at samples.
+
+    The cone is ``rho <= 1`` for ``rho = theta * sqrt((ex / a)**2 + (ez / b)**2)`` (``theta`` the swing angle,
+    ``(ex, ez)`` its unit azimuth, ``a``, ``b`` the quadrant's half-angles: `cone_floats.inside`), a function
+    of the swing vector ``theta (ex, ez)`` that is Lipschitz with ``1 / min(half-angles)``; the swing vector
+    moves at most ``theta / sin(theta)`` times as far as the direction does. So ``rho`` at two neighbouring
+    samples bounds it on the arc between them. First the whole circle against the cone's widest half-angle
+    (one comparison: a target far out of the limits), then the arcs. False (not proven) where the circle
+    passes near the cone, or near ``-Y`` (where the swing vector jumps). Used by the closed form's
+    out-of-reach proof (`two_bone_limits._nearest_swivel`), which then needs no per-swivel frame.
+    """
+    widest = max(cone) + tol
+    narrowest = min(cone) + tol
+    theta_c = math.acos(max(-1.0, min(1.0, c[1])))
+    if abs(theta_c - math.atan2(sin_a, cos_a)) - slack > widest:
+        return True  # every direction of the circle is farther from +Y than the cone reaches
+    if narrowest <= 0.0:
+        return False
+    lipschitz = 1.0 / narrowest
+    arc = sin_a * (2.0 * math.pi / len(_CIRCLE))  # the circle's length between two samples
+    right, left, up, down = cone[3] + tol, cone[2] + tol, cone[0] + tol, cone[1] + tol
+    first: tuple[float, float] | None = None
+    last: tuple[float, float] | None = None
+    for k in range(len(_CIRCLE) + 1):
+        if k < len(_CIRCLE):
+            ct, st = _CIRCLE[k]
+            x = cos_a * c[0] + sin_a * (ct * e1[0] + st * e2[0])
+            y = cos_a * c[1] + sin_a * (ct * e1[1] + st * e2[1])
+            z = cos_a * c[2] + sin_a * (ct * e1[2] + st * e2[2])
+            rxz = math.hypot(x, z)
+            if rxz <= 1e-12:
+                return False  # on +Y (inside) or -Y (the swing vector is undefined)
+            theta = math.atan2(rxz, y)
+            qx = x / (rxz * (right if x >= 0.0 else left))
+            qz = z / (rxz * (up if z >= 0.0 else down))
+            now = (theta * math.sqrt(qx * qx + qz * qz), theta)
+            if first is None:
+                first = now
+        else:
+            assert first is not None
+            now = first
+        if last is not None:
+            top = 0.5 * (last[1] + now[1] + arc) + slack  # no direction of the arc is farther from +Y
+            if top >= math.pi:
+                return False
+            lip = lipschitz * (top / math.sin(top) if top > 1e-9 else 1.0)
+            if 0.5 * (last[0] + now[0] - lip * arc) - lip * slack <= 1.0 + 1e-9:
+                return False
+        last = now
+    return True
+
+
 def _angle(c: Vec3, d: Vec3) -> float:
     return math.acos(max(-1.0, min(1.0, c[0] * d[0] + c[1] * d[1] + c[2] * d[2])))
 

@@ -254,21 +254,19 @@ def limit(ref: Mat, frame: Mat, bone: Bone) -> Mat:
     return mm(ref, rel) if changed else frame
 
 
-def least_violation(ds: list[Vec], cone: Cone) -> tuple[int, float]:
-    """The first of the directions ``ds`` least far from the cone, and how far (`violation`): the minimum of
-    `two_bone_limits._violations`, by branch and bound. Each direction is at least its swing beyond the
-    cone's widest half-angle from it (the cone lies inside the circular cone of that half-angle), so the
-    exact angles are computed in the order of that bound until the bound passes the least one found."""
+def beyond(ds: list[Vec], cone: Cone, gap: float) -> bool:
+    """Whether every direction of ``ds`` lies more than ``gap`` from the cone (`violation`): the minimum of
+    `two_bone_limits._violations` above ``gap``. Each direction is at least its swing beyond the cone's widest
+    half-angle from it (the cone lies inside the circular cone of that half-angle), so the exact angles are
+    computed in the order of that bound, and only until the bound passes ``gap`` or one is not beyond it."""
     widest = max(cone)
-    bounds = [max(math.atan2(math.sqrt(d[0] * d[0] + d[2] * d[2]), d[1]) - widest, 0.0) for d in ds]
-    least, best = 0, math.inf
+    bounds = [math.atan2(math.sqrt(d[0] * d[0] + d[2] * d[2]), d[1]) - widest for d in ds]
     for k in sorted(range(len(ds)), key=bounds.__getitem__):
-        if bounds[k] > best:
-            break
-        gap = violation(ds[k], cone)
-        if gap < best or (gap == best and k < least):
-            least, best = k, gap
-    return least, best
+        if bounds[k] > gap:
+            return True
+        if violation(ds[k], cone) <= gap:
+            return False
+    return True
 
 
 def violation(d: Vec, cone: Cone) -> float:

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from .fold import settle_fold, swing_radius
+from .fold import circle_outside, settle_fold, swing_radius
 from .frames import ChainBatch
 from .frames_floats import (
     Bone,
@@ -29,12 +29,12 @@ from .frames_floats import (
     Vec,
     aim_frame,
     axis_angle,
+    beyond,
     col,
     cross,
     dot,
     frame_twist,
     inside,
-    least_violation,
     limit,
     mm,
     mtm,
@@ -51,6 +51,7 @@ from .two_bone_limits import (
     ALONG_Y,
     AZIMUTH_SAMPLES,
     HELD,
+    OUT_OF_REACH_SLACK,
     STRAIGHT_TURN,
     SWIVEL_BISECTIONS,
     SWIVEL_SAMPLES,
@@ -282,11 +283,32 @@ def _fold_azimuth(c: Vec, n: Vec, fold: float, cone: Cone) -> Vec | None:
     return best
 
 
+def _outside(ch: _Chain, chord: Vec, bend: Vec, cos_a: float, sin_a: float, cone: Cone) -> bool:
+    """`two_bone_limits.out_of_reach` for one chain."""
+    if max(abs(ch.a0[0]), abs(ch.a0[1] - 1.0), abs(ch.a0[2])) > ALONG_Y:
+        return False
+    ref0 = ch.ref0
+    side = cross(chord, bend)
+    return circle_outside(
+        mtv(ref0, chord), mtv(ref0, bend), mtv(ref0, side), cos_a, sin_a, cone, INSIDE_TOLERANCE, OUT_OF_REACH_SLACK
+    )
+
+
+def _axis_swivel(ch: _Chain, chord: Vec, bend: Vec) -> float:
+    """`two_bone_limits.axis_swivel` for one chain."""
+    axis = col(ch.ref0, 1)
+    return math.atan2(dot(axis, cross(chord, bend)), dot(axis, bend))
+
+
 def _nearest_swivel(
     ch: _Chain, chord: Vec, bend: Vec, cos_a: float, sin_a: float, reach: float, u: Vec
 ) -> tuple[float | None, float | None]:
     """`two_bone_limits._nearest_swivel` for one chain: the allowed swivel nearest 0 (None: none), and
-    where the upper cone refuses every sample, the angle nearest the cone when proven out of reach."""
+    where the upper cone refuses every swivel, proven out of reach, the swivel toward the cone's axis: the
+    whole circle tried first (`_outside`), as the batched form tries it last (the same decision)."""
+    cone = ch.upper.cone
+    if cone is not None and _outside(ch, chord, bend, cos_a, sin_a, cone):
+        return None, _axis_swivel(ch, chord, bend)  # no swivel is inside: the samples would all refuse
     refused: list[Mat] = []
     found: float | None = None
     for psi in _SWIVEL_ANGLES:
@@ -296,13 +318,11 @@ def _nearest_swivel(
             break
         refused.append(f1)
     if found is None:
-        cone = ch.upper.cone
         if cone is None:
             return None, None
         f0, _, _ = _upper(ch, chord, bend, cos_a, sin_a, reach, u)
-        least, gap = least_violation([mtv(ch.ref0, col(f, 1)) for f in [f0, *refused]], cone)
-        if gap > 0.5 * _SWIVEL_STEP * sin_a + 1e-9:
-            return None, (0.0 if least == 0 else _SWIVEL_ANGLES[least - 1])
+        if beyond([mtv(ch.ref0, col(f, 1)) for f in [f0, *refused]], cone, 0.5 * _SWIVEL_STEP * sin_a + 1e-9):
+            return None, _axis_swivel(ch, chord, bend)
         return None, None
     hi = found
     lo = hi - math.copysign(_SWIVEL_STEP, hi)

@@ -28,7 +28,7 @@ from typing import Final
 
 import numpy as np
 
-from .fold import Cone, Vec3, settle_fold
+from .fold import Cone, Vec3, circle_outside, settle_fold
 from .frames import ChainBatch, aim_frames, forward_sweep, limit_frames
 from .limits import INSIDE_TOLERANCE, _twist_target, cone_contains, cone_violation, twist_angle
 from .rotations import axis_angle_matrix, cross, dots, matmul, matvec, normalize, norms
@@ -365,12 +365,43 @@ def _violations(d: F64, cone: F64) -> F64:
     return out
 
 
+OUT_OF_REACH_SLACK: Final = 4.0 * ALONG_Y
+"""How far the upper bone's Y axis can lie from its segment's direction on a limb the proof takes (one
+whose upper segment runs along Y to `ALONG_Y`)."""
+
+
+def out_of_reach(sub: ChainBatch, r: int, ref0: F64, chord: F64, bend: F64, cos_a: float, sin_a: float) -> bool:
+    """Whether row ``r`` of ``sub`` is proven out of reach under its upper bone's cone whatever the swivel:
+    the elbow's circle (the upper segment's directions at the fold's angle ``a`` from ``chord``) misses the
+    cone (:func:`solvers.fold.circle_outside`, in the cone's frame ``ref0``). Only for an upper segment
+    along the bone's Y axis (else its twist moves the Y axis off the segment); the plain-float forms call
+    it with the same numbers, so all three decide alike."""
+    lim = sub.limits
+    assert lim is not None
+    if np.abs(sub.directions[r, 0] - _Y).max() > ALONG_Y or not lim.use_cone[r, 0]:
+        return False
+    c, e1, e2 = (ref0.T @ v for v in (chord, bend, np.cross(chord, bend)))
+    cone = _cone_of(lim.cone[r, 0])
+    return circle_outside(
+        _vec(c), _vec(e1), _vec(e2), float(cos_a), float(sin_a), cone, INSIDE_TOLERANCE, OUT_OF_REACH_SLACK
+    )
+
+
+def axis_swivel(ref0: F64, chord: F64, bend: F64) -> F64:
+    """``(K,)`` the swivel that turns the elbow toward the upper bone's cone axis (``ref0``'s Y column),
+    the pose of a limb out of reach under that cone: nearest the cone for a circular one, continuous as the
+    target moves (0 where the axis lies along the chord)."""
+    axis = ref0[:, :, 1]
+    return np.arctan2(dots(axis, cross(chord, bend)), dots(axis, bend))
+
+
 def _nearest_swivel(
     batch: ChainBatch, chord: F64, bend: F64, cos_a: F64, sin_a: F64, reach: F64, u: F64
 ) -> tuple[F64, F64]:
     """``(K,)`` the swivel angle nearest 0 at which the upper bone's limits allow the pose (NaN: none), and
-    where the upper bone's cone refuses the elbow at every sampled angle (its direction alone, whatever
-    the twist: the target is out of reach under the limits), the angle nearest the cone (else NaN)."""
+    where the upper bone's cone refuses the elbow at every sampled angle and its circle is proven to miss
+    the cone (its direction alone, whatever the twist: the target is out of reach under the limits), the
+    swivel toward the cone's axis (`axis_swivel`; else NaN)."""
     k, m = batch.size, SWIVEL_SAMPLES
     step = 2.0 * np.pi / m
     # Samples ordered by distance from the bend: +step, -step, +2 step, ...
@@ -390,19 +421,19 @@ def _nearest_swivel(
     assert lim is not None
     none = np.flatnonzero(~any_ok & lim.use_cone[:: angles.size, 0])
     if none.size:
-        # The elbow's circle misses the cone: the least violating angle (0, the bend, among the candidates).
+        # Proven out of reach only when every point of the elbow's circle misses the cone: at the samples by
+        # more than half a sample's arc (``step * sin(a)`` between neighbours; the violation is 1-Lipschitz
+        # in the direction), or the whole circle at once (`out_of_reach`, as the plain-float forms try first).
         at = (none[:, None] * angles.size + np.arange(angles.size)).reshape(-1)
         d1 = np.einsum("kji,kj->ki", ref0[at], f1[at, :, 1]).reshape(none.size, angles.size, 3)
-        cand = np.concatenate((np.zeros((none.size, 1)), np.tile(angles, (none.size, 1))), axis=1)
-        f0 = _upper(batch.take(none), chord[none], bend[none], cos_a[none], sin_a[none], reach[none], u[none])
+        sub = batch.take(none)
+        f0 = _upper(sub, chord[none], bend[none], cos_a[none], sin_a[none], reach[none], u[none])
         d0 = np.einsum("kji,kj->ki", f0[1], f0[0][:, :, 1])
         gap = _violations(np.concatenate((d0[:, None], d1), axis=1), lim.cone[none * angles.size, 0])
-        # Proven out of reach only when every point of the circle misses the cone: the violation is
-        # 1-Lipschitz in the direction, and no point of the circle is farther than half a sample's arc
-        # (``step * sin(a)`` between neighbours) from a sample.
         proof = gap.min(axis=1) > 0.5 * step * sin_a[none] + 1e-9
-        best = cand[np.arange(none.size), np.argmin(gap, axis=1)]
-        nearest[none[proof]] = best[proof]
+        for r in np.flatnonzero(~proof).tolist():
+            proof[r] = out_of_reach(sub, r, f0[1][r], chord[none[r]], bend[none[r]], cos_a[none[r]], sin_a[none[r]])
+        nearest[none[proof]] = axis_swivel(f0[1][proof], chord[none[proof]], bend[none[proof]])
     if not any_ok.any():
         return out, nearest
     good = np.flatnonzero(any_ok)

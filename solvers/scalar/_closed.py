@@ -16,12 +16,13 @@ from typing import Final
 from mathutils import Quaternion, Vector
 
 from .. import cone_floats as _cone
-from ..fold import Cone, Vec3, settle_fold, swing_radius
-from ..frames_floats import least_violation
+from ..fold import Cone, Vec3, circle_outside, settle_fold, swing_radius
+from ..frames_floats import beyond
 from ..two_bone_limits import (
     ALONG_Y,
     AZIMUTH_SAMPLES,
     HELD_F32,
+    OUT_OF_REACH_SLACK,
     STRAIGHT_TURN,
     SWIVEL_BISECTIONS,
     SWIVEL_SAMPLES,
@@ -135,9 +136,19 @@ def _upper_inside(limb: _Limb, f1: Quaternion) -> bool:
     return True
 
 
-def _least_violation(limb: _Limb, frames: list[Quaternion]) -> tuple[int, float]:
-    """The first of ``frames`` whose upper bone's direction is least far from its cone, and how far
-    (`frames_floats.least_violation` on the directions: the minimum of ``two_bone_limits._violations``)."""
+def _outside(limb: _Limb, chord: Vector, bend: Vector, swivel: Vector, cos_a: float, sin_a: float) -> bool:
+    """``two_bone_limits.out_of_reach`` for one limb: its elbow's whole circle misses the upper cone."""
+    if not limb.along:
+        return False
+    assert limb.lim0 is not None and limb.lim0[0] is not None
+    inv = limb.ref0.conjugated()
+    c, e1, e2 = (_xyz(inv @ v) for v in (chord, bend, swivel))
+    return circle_outside(c, e1, e2, cos_a, sin_a, limb.lim0[0].cone, INSIDE, OUT_OF_REACH_SLACK)
+
+
+def _beyond(limb: _Limb, frames: list[Quaternion], gap: float) -> bool:
+    """Whether every one of ``frames`` puts the upper bone's direction more than ``gap`` from its cone
+    (`frames_floats.beyond`: the minimum of ``two_bone_limits._violations`` above it)."""
     assert limb.lim0 is not None and limb.lim0[0] is not None
     inv = limb.ref0.conjugated()
     ds: list[Vec3] = []
@@ -145,7 +156,19 @@ def _least_violation(limb: _Limb, frames: list[Quaternion]) -> tuple[int, float]
         y = product(inv, f) @ _Y
         y.normalize()
         ds.append((y.x, y.y, y.z))
-    return least_violation(ds, limb.lim0[0].cone)
+    return beyond(ds, limb.lim0[0].cone, gap)
+
+
+def _toward_axis(
+    c: Chain, limb: _Limb, chord: Vector, bend: Vector, swivel: Vector, cos_a: float, sin_a: float
+) -> Frames:
+    """The pose of a limb out of reach under its upper cone: the elbow swivelled toward the cone's axis
+    (``two_bone_limits.axis_swivel``), then the sweep with limits toward the target."""
+    axis = limb.ref0 @ _Y
+    psi = math.atan2(axis.dot(swivel), axis.dot(bend))
+    b = bend * math.cos(psi) + swivel * math.sin(psi)
+    elbow = (chord * cos_a + b * sin_a) * c.lengths[0]
+    return sweep(c, [c.root, elbow, c.target])[1]
 
 
 def _xyz(v: Vector) -> Vec3:
@@ -205,11 +228,13 @@ def two_bone_limited(c: Chain, side: tuple[float, float, float]) -> tuple[Frames
     f1, tip, d2 = _upper(c, limb, chord, bend, cos_a, sin_a, reach, u)
     if not _upper_inside(limb, f1):
         swivel = cross(chord, bend)
+        track = limb.lim0 is not None and limb.lim0[0] is not None and not clamped
+        if track and _outside(limb, chord, bend, swivel, cos_a, sin_a):
+            # No swivel is inside (the samples below would all refuse): out of reach whatever the twist.
+            return _toward_axis(c, limb, chord, bend, swivel, cos_a, sin_a), True
         step = 2.0 * math.pi / SWIVEL_SAMPLES
         found: float | None = None
-        best, best_gap = 0.0, math.inf
-        track = limb.lim0 is not None and limb.lim0[0] is not None and not clamped
-        refused: list[tuple[float, Quaternion]] = [(0.0, f1)]
+        refused: list[Quaternion] = [f1]
         for j in range(1, SWIVEL_SAMPLES):
             psi = ((j + 1) // 2) * step * (1.0 if j % 2 else -1.0)
             b = bend * math.cos(psi) + swivel * math.sin(psi)
@@ -217,12 +242,7 @@ def two_bone_limited(c: Chain, side: tuple[float, float, float]) -> tuple[Frames
             if _upper_inside(limb, g):
                 found = psi
                 break
-            refused.append((psi, g))
-        if found is None and track:
-            # Only when no swivel is allowed: how far each misses the cone (the least exactly, as
-            # `two_bone_limits._violations`), so both agree on the pose and the proof.
-            least, best_gap = _least_violation(limb, [g for _, g in refused])
-            best = refused[least][0]
+            refused.append(g)
         if found is not None:
             hi = found
             lo = hi - math.copysign(step, hi)
@@ -236,11 +256,10 @@ def two_bone_limited(c: Chain, side: tuple[float, float, float]) -> tuple[Frames
                     lo = mid
             bend = bend * math.cos(hi) + swivel * math.sin(hi)
             f1, tip, d2 = _upper(c, limb, chord, bend, cos_a, sin_a, reach, u)
-        elif track and best_gap > 0.5 * step * sin_a + 1e-9:
-            # Out of reach under the upper bone's cone whatever the twist (`two_bone_limits`).
-            b = bend * math.cos(best) + swivel * math.sin(best)
-            elbow = (chord * cos_a + b * sin_a) * l1
-            return sweep(c, [c.root, elbow, c.target])[1], True
+        elif track and _beyond(limb, refused, 0.5 * step * sin_a + 1e-9):
+            # Out of reach under the upper bone's cone whatever the twist (`two_bone_limits`): every sample
+            # misses it by more than half the arc between samples.
+            return _toward_axis(c, limb, chord, bend, swivel, cos_a, sin_a), True
         else:
             return sweep(c, [c.root, (chord * cos_a + bend * sin_a) * l1, c.target])[1], False
     f1_limited = limit_frame(limb.ref0, f1, limb.lim0) if limb.lim0 is not None else f1

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from solvers.fold import boundary, contains, settle_fold
+from solvers.fold import boundary, circle_outside, contains, settle_fold
 from solvers.limits import cone_contains
 
 
@@ -67,3 +67,37 @@ def test_boundary_lies_on_the_cones_edge() -> None:
         b = np.array(boundary(float(psi), cone))
         assert cone_contains(b[None], np.array([cone]), 1e-9)[0]
         assert not cone_contains(b[None], np.array([cone]), -1e-6)[0]
+
+
+@pytest.mark.parametrize(
+    "cone",
+    [*CONES, (math.radians(100.0), math.radians(100.0), math.radians(70.0), math.radians(70.0))],  # the shoulder
+)
+def test_a_circle_proven_outside_has_no_direction_inside(cone: tuple[float, float, float, float]) -> None:
+    """`circle_outside` against a brute force: wherever it proves a circle (and every direction within the
+    slack of it) outside the widened cone, 4000 points of the circle, each moved by up to the slack, are all
+    outside; and it proves a fair share of random circles that miss the cone."""
+    rng = np.random.default_rng(11)
+    tol, slack = 3e-7, 4e-5
+    widened = np.asarray(cone) + tol
+    t = np.linspace(0.0, 2.0 * math.pi, 4000, endpoint=False)
+    proven = missed = 0
+    for _ in range(300):
+        c = rng.normal(size=3)
+        c /= np.linalg.norm(c)
+        e1 = np.cross(c, rng.normal(size=3))
+        e1 /= np.linalg.norm(e1)
+        e2 = np.cross(c, e1)
+        a = rng.uniform(0.0, math.pi)
+        points = math.cos(a) * c + math.sin(a) * (np.cos(t)[:, None] * e1 + np.sin(t)[:, None] * e2)
+        jitter = rng.normal(size=points.shape)
+        jitter -= points * np.einsum("ki,ki->k", jitter, points)[:, None]
+        jitter *= slack * rng.uniform(0.0, 1.0, size=(len(t), 1)) / np.linalg.norm(jitter, axis=1, keepdims=True)
+        moved = points + jitter
+        moved /= np.linalg.norm(moved, axis=1, keepdims=True)
+        hit = cone_contains(np.concatenate((points, moved)), np.broadcast_to(widened, (2 * len(t), 4))).any()
+        ok = circle_outside(tuple(c), tuple(e1), tuple(e2), math.cos(a), math.sin(a), cone, tol, slack)
+        assert not (ok and hit), "a circle proven outside has a direction inside the cone"
+        missed += not hit
+        proven += ok
+    assert proven >= 0.5 * missed, f"proved {proven} of {missed} circles that miss the cone"

@@ -12,6 +12,7 @@ at the same place.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -177,3 +178,76 @@ def test_out_of_the_fold_range_gives_the_nearest_point_without_a_search(where: s
     fold = np.minimum(fold, np.pi)
     want = np.sqrt(l1 * l1 + l2 * l2 + 2 * l1 * l2 * np.cos(fold)) if where == "near" else l1 + l2
     assert np.abs(np.linalg.norm(tip, axis=1) - want).max() < 1e-9
+
+
+def test_out_of_reach_under_the_upper_cone_swivels_toward_its_axis(stage_calls: list[int]) -> None:
+    """A narrow cone on the upper bone that no swivel of the elbow reaches (its whole circle proven outside,
+    `solvers.fold.circle_outside`): settled without the global stage, the elbow turned toward the cone's
+    axis (for a circular cone the least violating swivel), the upper bone on the cone, and the batched and
+    plain-float forms alike."""
+    from solvers.fold import circle_outside
+    from solvers.frames import ChainBatch
+    from solvers.limits import INSIDE_TOLERANCE
+    from solvers.two_bone_floats import solve_limited_floats
+    from solvers.two_bone_limits import OUT_OF_REACH_SLACK, solve_limited
+
+    problem, _ = limb_problems(33, 200, True)
+    assert problem.limits is not None
+    half = 20.0 * DEG
+    cone, use_cone = problem.limits.cone.copy(), problem.limits.use_cone.copy()
+    cone[:, 0], use_cone[:, 0] = half, True
+    lim = JointLimits(cone, use_cone, problem.limits.twist, problem.limits.use_twist)
+    problem = replace(problem, limits=lim)
+    result = solve_two_bone(problem)
+    root = problem.positions[:, 0]
+    chord = problem.targets - root
+    chord /= np.linalg.norm(chord, axis=1, keepdims=True)
+    ref0 = problem.base @ problem.ref_local[:, 0]
+    axis = ref0[:, :, 1]
+    l1, l2 = np.linalg.norm(problem.offsets, axis=2).T
+    distance = np.linalg.norm(problem.targets - root, axis=1)
+    cos_f = np.clip((distance**2 - l1**2 - l2**2) / (2 * l1 * l2), -1.0, 1.0)
+    reach = np.sqrt(l1**2 + l2**2 + 2 * l1 * l2 * cos_f)
+    cos_a = np.clip((l1**2 + reach**2 - l2**2) / (2 * l1 * reach), -1.0, 1.0)
+    proven = []
+    for k in range(len(root)):
+        e1 = np.cross(chord[k], [0.3, 0.5, 0.8])
+        e1 /= np.linalg.norm(e1)
+        e2 = np.cross(chord[k], e1)
+        c, b1, b2 = (tuple((ref0[k].T @ v).tolist()) for v in (chord[k], e1, e2))
+        sin_a = float(np.sqrt(1.0 - cos_a[k] ** 2))
+        if circle_outside(c, b1, b2, float(cos_a[k]), sin_a, (half,) * 4, INSIDE_TOLERANCE, OUT_OF_REACH_SLACK):
+            proven.append(k)
+    assert len(proven) >= 40, f"only {len(proven)} of 200 limbs proven out of reach"
+    rows = np.asarray(proven)
+    assert not result.reached[rows].any()
+    # The stage ran for none of them (it may run for limbs the proof leaves: count only ours).
+    alone = ChainProblem(
+        problem.positions[rows],
+        problem.frames[rows],
+        problem.offsets[rows],
+        problem.ref_local[rows],
+        problem.base[rows],
+        problem.targets[rows],
+        problem.poles[rows] if problem.poles is not None else None,
+        JointLimits(lim.cone[rows], lim.use_cone[rows], lim.twist[rows], lim.use_twist[rows]),
+        tolerance=problem.tolerance,
+    )
+    stage_calls.clear()
+    again = solve_two_bone(alone)
+    assert not stage_calls, "the global stage searched limbs proven out of reach"
+    upper = again.frames[:, 0, :, 1]
+    assert np.degrees(np.arccos(np.clip(np.einsum("ki,ki->k", upper, axis[rows]), -1, 1))).max() <= 20.0 + 1e-4
+    # In the plane of the cone's axis and the chord: the swivel toward the axis.
+    normal = np.cross(axis[rows], chord[rows])
+    normal /= np.linalg.norm(normal, axis=1, keepdims=True)
+    assert np.abs(np.einsum("ki,ki->k", upper, normal)).max() < 1e-6
+    # The batched form and the plain-float one give the same pose and verdict.
+    batch = ChainBatch.from_problem(alone)
+    ch = (alone.targets - alone.positions[:, 0]) / distance[rows, None]
+    bend = np.cross(ch, np.cross(np.tile([0.3, 0.5, 0.8], (rows.size, 1)), ch))
+    bend /= np.linalg.norm(bend, axis=1, keepdims=True)
+    a = solve_limited(batch, ch, bend, distance[rows])
+    b = solve_limited_floats(batch, ch, bend, distance[rows])
+    assert a[2].all() and b[2].all()
+    assert np.abs(a[0] - b[0]).max() < 1e-9 and np.abs(a[1] - b[1]).max() < 1e-9
