@@ -181,47 +181,73 @@ def scale_locks(obj: bpy.types.Object) -> bytes:
 
 
 class WorldMatrices:
-    """The world matrices of every object in bpy.data.objects, read in one call (a snapshot).
+    """The world matrices of the objects a solve reads, as they are when first asked for (a snapshot).
 
-    Converting Matrix objects one by one costs ~10 us each; a rig with 100 targets would spend a
-    millisecond per update on that alone. Rows are found by `session_uid` (unique in the session, also
-    among linked objects that share a local object's name), read for all objects in one call too.
+    Converting Matrix objects one by one costs ~2-10 us each; a rig with 100 targets would spend a
+    millisecond per update on that alone, so many objects are read for all of bpy.data.objects in one
+    call, rows found by `session_uid` (unique in the session, also among linked objects that share a local
+    object's name). A few (the armature alone, its control bones' rig) are read one by one: the bulk read
+    costs ~10 us even for a handful of objects, and grows with the file.
     """
 
+    _FEW = 4  # distinct objects read one by one at most
+
     def __init__(self) -> None:
-        coll = bpy.data.objects
-        total = len(coll)
-        self._raw = np.empty(total * 16, dtype=np.float32)
-        self._uids = np.empty(total, dtype=np.int32)
-        if total:
-            coll.foreach_get("matrix_world", self._raw)
-            coll.foreach_get("session_uid", self._uids)
-        self._order = np.argsort(self._uids, kind="stable")
+        self._raw: NDArray[np.float32] | None = None
+        self._uids = np.empty(0, dtype=np.int32)
+        self._order = np.empty(0, dtype=np.int64)
+        self._overrides: dict[int, F64] = {}
         # (armature uid, bone name) -> armature-space pose matrix of a bone where it will be once Blender
         # evaluates our writes (a control bone of a rig solved earlier in the same live update).
         self.bones: dict[tuple[int, str], F64] = {}
 
+    def _read_all(self) -> NDArray[np.float32]:
+        coll = bpy.data.objects
+        total = len(coll)
+        raw = np.empty(total * 16, dtype=np.float32)
+        self._uids = np.empty(total, dtype=np.int32)
+        if total:
+            coll.foreach_get("matrix_world", raw)
+            coll.foreach_get("session_uid", self._uids)
+        self._order = np.argsort(self._uids, kind="stable")
+        self._raw = raw
+        return raw
+
     def override(self, ob: bpy.types.Object, matrix: F64) -> None:
         """Replace the snapshot's world matrix of `ob` (where it will be once Blender evaluates our writes)."""
-        total = self._uids.shape[0]
-        if not total:
-            return
-        row = int(self._order[min(int(np.searchsorted(self._uids, ob.session_uid, sorter=self._order)), total - 1)])
-        if int(self._uids[row]) == ob.session_uid:
-            self._raw.reshape(total, 4, 4)[row] = np.asarray(matrix, dtype=np.float64).T
+        # Rounded to float32, as Blender will hold it.
+        self._overrides[ob.session_uid] = np.asarray(matrix, dtype=np.float32).astype(np.float64)
 
     def of(self, objects: Sequence[bpy.types.Object]) -> F64:
-        """(n,4,4) world matrices of `objects`, as read when the snapshot was taken."""
-        total = self._uids.shape[0]
+        """(n,4,4) world matrices of `objects`, as read when first asked for."""
         out = np.empty((len(objects), 4, 4))
-        missing: Sequence[int] = range(len(objects))
-        if objects and total:
-            want = np.array([ob.session_uid for ob in objects], dtype=np.int64)
-            rows = self._order[np.minimum(np.searchsorted(self._uids, want, sorter=self._order), total - 1)]
-            out[:] = self._raw.reshape(total, 4, 4)[rows].transpose(0, 2, 1)
-            missing = np.flatnonzero(self._uids[rows] != want).tolist()
-        for k in missing:  # not in bpy.data.objects (never expected): ask the object itself
-            out[k] = np.array(objects[k].matrix_world, dtype=np.float64)
+        if not objects:
+            return out
+        uids = [ob.session_uid for ob in objects]
+        if self._raw is None and len(set(uids)) <= self._FEW:
+            # The same float32 values widened as the bulk read gives (bit for bit).
+            seen: dict[int, F64] = {}
+            for k, (ob, uid) in enumerate(zip(objects, uids, strict=True)):
+                m = seen.get(uid)
+                if m is None:
+                    m = seen[uid] = np.array(ob.matrix_world, dtype=np.float64)
+                out[k] = m
+        else:
+            raw = self._read_all() if self._raw is None else self._raw
+            total = self._uids.shape[0]
+            missing: Sequence[int] = range(len(objects))
+            if total:
+                want = np.array(uids, dtype=np.int64)
+                rows = self._order[np.minimum(np.searchsorted(self._uids, want, sorter=self._order), total - 1)]
+                out[:] = raw.reshape(total, 4, 4)[rows].transpose(0, 2, 1)
+                missing = np.flatnonzero(self._uids[rows] != want).tolist()
+            for k in missing:  # not in bpy.data.objects (never expected): ask the object itself
+                out[k] = np.array(objects[k].matrix_world, dtype=np.float64)
+        if self._overrides:
+            for k, uid in enumerate(uids):
+                m = self._overrides.get(uid)
+                if m is not None:
+                    out[k] = m
         return out
 
 
@@ -245,16 +271,23 @@ def target_matrices(
     matrix (its head, oriented like the bone). Bones of `rig` itself come from `pose` (read once) when given.
     """
     mats = world.of([ob for ob, _bone in entries])
+    # Bones of `rig` read from `pose`: one batched product (a bake reads a dozen per frame).
+    rows: list[int] = []
+    at: list[int] = []
     for k, (ob, bone) in enumerate(entries):
         if not bone:
             continue
         local = world.bones.get((ob.session_uid, bone))
         if local is None:
             if ob == rig and pose is not None and sk is not None and bone in sk.index:
-                local = pose[sk.index[bone]]
-            else:
-                local = bone_matrix(ob, bone)
+                rows.append(k)
+                at.append(sk.index[bone])
+                continue
+            local = bone_matrix(ob, bone)
         mats[k] = mats[k] @ local
+    if rows:
+        assert pose is not None
+        mats[rows] = mats[rows] @ pose[at]
     return mats
 
 

@@ -489,10 +489,13 @@ def _read_frames(
     # still holding what live solving wrote has the stored FK value. Worked out on a copy: a bake stores
     # nothing.
     read_fk: list[tuple[Inputs, armature.Channels, dict[int, float]]] = []
+    # The bones' structure cannot change while frames step (no edit happens between them): read once, not
+    # per frame (its key is a few bulk reads and a comparison, 5% of a frame's read).
+    sk = armature.skeleton(obj)
     for n, f in enumerate(frames):
         scene.frame_set(f)
         try:
-            inputs = read_inputs(obj, plan, settings_now=True)
+            inputs = read_inputs(obj, plan, settings_now=True, sk_now=sk)
             read_fk.append((inputs, armature.read_channels(obj, WRITTEN_CHANNELS), fk.influences(obj, plan)))
             stack.append(inputs)
         except ReferenceError as exc:

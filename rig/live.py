@@ -602,7 +602,7 @@ class _Own:
         last.channels = None
 
 
-def _own_moved(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean, read: dict[int, Matrix]) -> _Own | None:
+def _own_moved(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean, read: dict[int, Matrix | F64]) -> _Own | None:
     """An update listed the armature: which of its control bones moved (their chains, and their world matrices
     put in `read` by fingerprint row), or None when anything else of the armature may have changed (a bone
     posed, its transform, rotation modes, bones, a bone's evaluated pose above a chain): the full path's."""
@@ -614,7 +614,8 @@ def _own_moved(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean, read: 
         return None
     if armature.rotation_mode_values(obj).tobytes() != lean.modes:
         return None
-    world = armature.WorldMatrices().of([obj])[0]
+    # The armature's own matrix alone (WorldMatrices reads every object's): the same float32 values widened.
+    world = np.array(obj.matrix_world, dtype=np.float64)
     if world.tobytes() != last.world:
         return None
     own = set(lean.own)
@@ -638,16 +639,18 @@ def _own_moved(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean, read: 
     changed: set[int] = set()
     moved: dict[int, tuple[float, ...]] = {}
     by_row = {row: i for i, (_t, _p, t_row, p_row) in lean.chains.items() for row in (t_row, p_row) if row >= 0}
-    for row, bone in lean.row_bone.items():
-        m = world @ pose[bone]
-        at = tuple(m[:3, 3].tolist())
-        # A chain with Target Rotation takes the control's orientation too: its whole matrix compares.
-        if at != lean.seen.get(row) or (row in lean.turned and not np.array_equal(m, last.mats[row])):
+    rows = list(lean.row_bone)
+    # Every control's world matrix in one product; compared by translation (a chain with Target Rotation
+    # takes the control's orientation too: its whole matrix compares).
+    mats = world @ pose[list(lean.row_bone.values())]
+    for k, at in enumerate(map(tuple, mats[:, :3, 3].tolist())):
+        row = rows[k]
+        if at != lean.seen.get(row) or (row in lean.turned and not np.array_equal(mats[k], last.mats[row])):
             if not abs(at[0]) + abs(at[1]) + abs(at[2]) < 1e30:
                 return None  # NaN or infinite: the full path refuses it with a message
             moved[row] = at
             changed.add(by_row[row])
-        read[row] = Matrix(m.tolist())
+        read[row] = mats[k]  # made a Matrix only where a solve reads it (`_lean`'s `matrix`)
     return _Own(changed, moved, channels, pose, roots)
 
 
@@ -693,7 +696,7 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int], again: frozenset[i
         _recheck(uid)
         return False
     assert last.arrays is not None and last.mats is not None
-    read: dict[int, Matrix] = {}  # row of the fingerprint's matrices -> the matrix read now
+    read: dict[int, Matrix | F64] = {}  # row of the fingerprint's matrices -> the matrix read now
     own: _Own | None = None
     if listed:
         # The armature itself changed: the lean path goes on only if what changed is its control bones.
@@ -709,7 +712,9 @@ def _lean(obj: bpy.types.Object, uid: int, updated: set[int], again: frozenset[i
 
     def matrix(ob: bpy.types.Object, row: int) -> Matrix:
         m = read.get(row)
-        if m is None:
+        if isinstance(m, np.ndarray):
+            m = read[row] = Matrix(m.tolist())
+        elif m is None:
             bone = lean.row_bone.get(row)
             # A control bone: where Blender's IK aims, the armature's matrix times the bone's pose (its head).
             m = ob.matrix_world.copy() if bone is None else obj.matrix_world @ obj.pose.bones[bone].matrix
