@@ -27,6 +27,8 @@ checks: dict[int, int] = {}
 program_solves: dict[int, int] = {}
 # session_uid -> number of those that solved many chains in numpy batches (live._lean_batch).
 batch_solves: dict[int, int] = {}
+# session_uid -> number of full-path live solves taken by the compiled program (live._program_full).
+full_program_solves: dict[int, int] = {}
 # session_uid -> {chain index: number of live solves of that chain} (dragging one hand solves one chain).
 chain_solves: dict[int, dict[int, int]] = {}
 # session_uid -> {chain index: outcome} shown now (chains not re-solved keep theirs).
@@ -83,7 +85,14 @@ _DERIVED: tuple[dict[int, Any], ...] = (
     behind,
 )
 # Counters kept across file loads (the demo and the tests count solves over a whole session).
-_COUNTERS: tuple[dict[int, Any], ...] = (stats, checks, chain_solves, program_solves, batch_solves)
+_COUNTERS: tuple[dict[int, Any], ...] = (
+    stats,
+    checks,
+    chain_solves,
+    program_solves,
+    batch_solves,
+    full_program_solves,
+)
 # Everything keyed by an armature object's session_uid.
 _PER_OBJECT: tuple[dict[int, Any], ...] = (versions, reported, stretched, *_DERIVED, *_COUNTERS)
 _TABLES: dict[str, dict[int, Any]] = {
@@ -94,6 +103,7 @@ _TABLES: dict[str, dict[int, Any]] = {
     "chain_solves": chain_solves,
     "program_solves": program_solves,
     "batch_solves": batch_solves,
+    "full_program_solves": full_program_solves,
     "outcomes": outcomes,
     "rig_checks": rig_checks,
     "reported": reported,

@@ -37,7 +37,7 @@ from ..solvers import search
 from ..solvers.scalar import SCALAR_MAX_CHAINS
 from . import armature, cache, fk, follow, renames
 from . import body as rig_body
-from .chains import system_override
+from .chains import rig_problem, system_override
 from .props import rig_settings
 from .solve import ChainState, Entry, LiveReads, chain_state, read_inputs, snapshot, solve_rig, store_status
 
@@ -406,6 +406,12 @@ def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
     # Full Body: every chain may move the body, so every group is solved (as for a rig-wide change).
     select = _select(obj, seen, None if rig_settings(obj).full_body else last, reads, objects)
     planned = cache.plans.get(uid)
+    if use_program and not carry and last is not None and planned is not None:
+        shown_now = _program_full(obj, uid, seen, last, reads, objects, planned[1], select)
+        if shown_now is not None:
+            seen.after_write(reads.channels)
+            cache.fingerprints[uid] = seen
+            return
     if planned is not None:
         body_live.forget(planned[1])  # the solve below captures anew what lean updates of its body need
     report = solve_rig(obj, write=True, cached=True, reads=reads, carry=carry, select=select)
@@ -428,6 +434,118 @@ def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
     # re-read: the write is no change.
     seen.after_write(reads.channels)
     cache.fingerprints[uid] = seen
+
+
+def _program_full(
+    obj: bpy.types.Object,
+    uid: int,
+    seen: _Seen,
+    last: _Seen,
+    reads: LiveReads,
+    objects: _Objects,
+    plan: Plan,
+    select: Callable[[Plan], list[Group]],
+) -> dict[int, ChainOutcome] | None:
+    """A full-path update (a frame change, a bone posed by hand, a keyed setting) solved on the rig's compiled
+    program instead of `core.solve`, when nothing but the pose, the targets, poles and pole angles changed
+    since the last full solve and the program takes every chain that must be solved: the same change test
+    (`_select`), FK store and outcomes as `solve_rig`, one scalar solve per chain (the kernels `core.solve`
+    uses, so both give the same pose to float32 rounding). None (nothing written) when the full solve must do it:
+    the plan or a setting changed, a chain blends with FK or stretches, an input is not finite, a chain the
+    program leaves out must be solved, the store holds bones no chain drives."""
+    # Settings but the pole angles and influences (per-frame numbers the program takes), the chains, the
+    # bones as the last full solve saw them: its plan (`plan`) and checks stand.
+    if (
+        seen.structure != last.structure
+        or seen.settings[:6] != last.settings[:6]
+        or seen.settings[7:] != last.settings[7:]
+    ):
+        return None
+    modes = armature.rotation_mode_values(obj)
+    lean: _Lean | None = cache.programs.get(uid)
+    if lean is None or lean.plan is not plan or lean.modes != modes.tobytes():
+        # Compiled as `_lean` compiles it (playback alone never drags a control).
+        lean = cache.programs[uid] = _compile(obj, plan, modes)
+        if isinstance(lean.program, Program):
+            lean.program.forget()
+    if isinstance(lean.program, str) or lean.body or lean.program.refused:
+        return None
+    program = lean.program
+    angles = seen.settings[6]
+    assert isinstance(angles, tuple)
+    if any(weight != 1.0 for _angle, weight in angles):
+        return None  # a chain blends with its FK pose: the full solve's
+    if cache.stretched.get(uid) or cache.hangs.get(uid):
+        return None
+    # The armature-wide checks (scale, overrides: `solve.prepare`) for its transform now (it may be animated).
+    checked = (reads.world_key, system_override(obj))
+    hit = cache.rig_checks.get(uid)
+    if hit is None or hit[0] != checked:
+        hit = cache.rig_checks[uid] = (checked, rig_problem(obj))
+    if hit[1] is not None:
+        return None  # refused: the full path says why on every chain
+    if not _check(obj, uid, last, lean):
+        return None
+    channels = reads.channels
+    # NaN fails the comparison; infinite and float32's largest values (Blender's stand-in for infinity) too.
+    if not (np.abs(objects.mats).max() < 1e30 and all(np.abs(a).max() < 1e30 for a in channels.values() if a.size)):
+        return None  # the full solve refuses it with a message
+    groups = select(plan)
+    order = program.closure(c.index for g in groups for c in g.chains)
+    if order is None:
+        return None
+    store = fk.Store.read(obj)
+    names = program.snap.sk.names
+    posed = [b for j in order for b in program.links[j].posed]
+    posed_names = [names[b] for b in posed]
+    if not set(store.names) <= {names[b] for link in program.links for b in link.posed}:
+        return None  # a stored bone no chain drives any more: `solve_rig` gives it its FK value back
+    assert last.arrays is not None
+    for attr in ("location", "scale"):
+        if not np.array_equal(channels[attr][posed], last.arrays[attr][posed]):
+            program.forget()  # a chain bone's own geometry moved (its shape is measured anew)
+            break
+    if not np.array_equal(channels["scale"], last.arrays["scale"]):
+        program.forget()  # a parent's scale scales the bones below it
+    bone_modes = modes[posed].tolist()
+    # The FK pose, by the live rule (`fk.fill`): a channel that is not what Reach IK last wrote is the FK value.
+    store.fk(posed_names, bone_modes, fk.raw_rotations(channels, posed, bone_modes), channels["scale"][posed, 1])
+    rows = objects.rows
+    targets: dict[int, Matrix] = {}
+    poles: dict[int, Matrix] = {}
+    for j in order:
+        c = program.links[j].chain
+        at = rows[c.index]
+        targets[c.index] = Matrix(objects.mats[at[0]].tolist())
+        if c.pole is not None and len(at) > 1:
+            poles[c.index] = Matrix(objects.mats[at[1]].tolist())
+    pose_bones = obj.pose.bones
+    result = program.solve(
+        order,
+        lambda b: pose_bones[b].matrix.copy(),
+        Matrix(objects.mats[0].tolist()),
+        targets,
+        poles,
+        {i: float(angles[i][0]) for i in program.by_chain},
+        channels,
+    )
+    for attr in sorted(result.changed):
+        pose_bones.foreach_set(attr, channels[attr].ravel())
+    if result.changed:
+        obj.update_tag(refresh={"DATA"})
+    store.wrote(posed_names, fk.raw_rotations(channels, posed, bone_modes), channels["scale"][posed, 1].copy())
+    store.write(obj)
+    cache.stats[uid] = cache.stats.get(uid, 0) + 1
+    cache.full_program_solves[uid] = cache.full_program_solves.get(uid, 0) + 1
+    counts = cache.chain_solves.setdefault(uid, {})
+    for i in result.outcomes:
+        counts[i] = counts.get(i, 0) + 1
+    before = cache.outcomes.get(uid, {})
+    shown = {i: o for i, o in before.items() if i in seen.planned}
+    shown.update(result.outcomes)
+    cache.outcomes[uid] = shown
+    store_status(obj, RigReport(outcomes=shown), before, result.outcomes)
+    return shown
 
 
 @dataclass
@@ -1023,6 +1141,12 @@ def _lean_batch(
 def program_solve_count(obj: bpy.types.Object) -> int:
     """How many of `obj`'s live solves took the compiled program (`_lean`) in this session."""
     return cache.program_solves.get(obj.session_uid, 0)
+
+
+def full_program_solve_count(obj: bpy.types.Object) -> int:
+    """How many of `obj`'s full-path live solves (frame changes, bones posed by hand) took the compiled
+    program instead of `core.solve` (`_program_full`) in this session."""
+    return cache.full_program_solves.get(obj.session_uid, 0)
 
 
 def batch_solve_count(obj: bpy.types.Object) -> int:
