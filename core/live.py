@@ -52,7 +52,7 @@ from ..solvers.scalar._chain import (
     two_bone,
 )
 from ..solvers.scalar._closed import applies, two_bone_limited
-from ..solvers.search import refine
+from ..solvers.search import defer_stage, refine
 from ..solvers.types import CONVERGED, STALLED, STATUS_NAMES, UNREACHABLE, ZERO_LENGTH, ChainProblem, SolveResult
 from . import convert
 from .batch import solver_for, turn_about
@@ -563,6 +563,12 @@ class Program:
             end = closed[0] @ shape.offsets[0] + closed[1] @ shape.offsets[1]
             if settled or math.dist(_xyz(end), chain.target64) <= tolerance:
                 return closed
+            if defer_stage():
+                # A drag: the closed form's pose now (its status says how far it is), the stage once the
+                # target stands still (the rig layer solves it again then).
+                return closed
+        elif defer_stage():
+            return solved
         offsets = np.array([_xyz(o) for o in shape.offsets], dtype=np.float64)[None]
         frames = np.array([_rows(q.to_matrix()) for q in keep], dtype=np.float64)[None]
         positions = np.zeros((1, 3, 3))

@@ -16,6 +16,7 @@ re-evaluate from inside a handler (that crashed bpy 4.5 in our experiments). Eve
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -50,6 +51,8 @@ use_program = True
 # that bind goes on over the next updates, so where it lands depends on how the clock cut it: tests that
 # compare live poses for equality set None.
 stage_budget: float | None = search.LIVE_BUDGET
+# Whether a drag's update may leave the global stage to the updates that carry it on (`search.defer_stage`).
+defer_stage = True
 _suspended: set[int] = set()  # session_uid of armatures being baked: the bake solves them itself
 # True while a render (or an export) plays the keys rig/render.py recorded: nothing is solved or given back
 # meanwhile, since in the GUI the render thread evaluates the same data.
@@ -484,8 +487,9 @@ def _program_full(
         hit = cache.rig_checks[uid] = (checked, rig_problem(obj))
     if hit[1] is not None:
         return None  # refused: the full path says why on every chain
-    if not _check(obj, uid, last, lean):
-        return None
+    shown = cache.outcomes.get(uid, {})
+    if last.arrays is None or any(not getattr(shown.get(link.chain.index), "valid", False) for link in program.links):
+        return None  # a chain the last full solve refused (or never solved): the full solve says why
     channels = reads.channels
     # NaN fails the comparison; infinite and float32's largest values (Blender's stand-in for infinity) too.
     if not (np.abs(objects.mats).max() < 1e30 and all(np.abs(a).max() < 1e30 for a in channels.values() if a.size)):
@@ -500,7 +504,6 @@ def _program_full(
     posed_names = [names[b] for b in posed]
     if not set(store.names) <= {names[b] for link in program.links for b in link.posed}:
         return None  # a stored bone no chain drives any more: `solve_rig` gives it its FK value back
-    assert last.arrays is not None
     for attr in ("location", "scale"):
         if not np.array_equal(channels[attr][posed], last.arrays[attr][posed]):
             program.forget()  # a chain bone's own geometry moved (its shape is measured anew)
@@ -540,7 +543,7 @@ def _program_full(
     counts = cache.chain_solves.setdefault(uid, {})
     for i in result.outcomes:
         counts[i] = counts.get(i, 0) + 1
-    before = cache.outcomes.get(uid, {})
+    before = shown
     shown = {i: o for i, o in before.items() if i in seen.planned}
     shown.update(result.outcomes)
     cache.outcomes[uid] = shown
@@ -1244,7 +1247,12 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
                 # next update (the rig is solved again then, whatever moved).
                 # Frame changes solve unbounded: playback poses as the render and the bake do.
                 _lean_order.clear()
-                with search.budget(stage_budget if updated is not None else None) as spent:
+                # A drag's update may leave the stage to the updates that carry it on (`search.defer_stage`):
+                # those run when the target stands still, and search.
+                bounded = stage_budget if updated is not None else None
+                carried = uid in _tagged  # an update `carry_on` asked for: it searches
+                _tagged.discard(uid)
+                with search.budget(bounded) as spent, search.deferring(defer_stage and not carried):
                     took = lean and _lean(obj, uid, updated, again)  # type: ignore[arg-type]  # a set, if lean
                     if not took:
                         _lean_order.clear()
@@ -1324,6 +1332,7 @@ _carrying: set[int] = set()
 
 
 _resume: dict[int, frozenset[int]] = {}  # rig uid -> chains the budget cut in a lean update (`_lean_order`)
+_tagged: set[int] = set()  # rigs `carry_on` tagged: their next update searches (no `search.defer_stage`)
 _lean_order: list[int] = []  # chain indices the current `_lean` solved
 
 
@@ -1337,8 +1346,26 @@ def _carry_on_later(uid: int, chains: frozenset[int] | None) -> None:
         cache.fingerprints.pop(uid, None)
         cache.dirty.add(uid)
     _carrying.add(uid)
-    if not bpy.app.timers.is_registered(carry_on):
-        bpy.app.timers.register(carry_on, first_interval=0.0)
+    global _carry_asked
+    _carry_asked = time.monotonic()
+    if not bpy.app.timers.is_registered(_carry_on_when_still):
+        bpy.app.timers.register(_carry_on_when_still, first_interval=CARRY_AFTER)
+
+
+CARRY_AFTER = 0.05
+"""Seconds without a new cut (or deferred) update before the carried-on search runs: while a drag goes on,
+every update solves its new target anyway, and a search for a target already left behind is wasted; once
+the target stands still this long, the search goes on (a viewport repaints at about this rate)."""
+_carry_asked = 0.0
+
+
+def _carry_on_when_still() -> float | None:
+    """The timer of `_carry_on_later`: `carry_on` once no update asked for it for `CARRY_AFTER` seconds."""
+    wait = _carry_asked + CARRY_AFTER - time.monotonic()
+    if wait > 1e-3:
+        return wait
+    carry_on()
+    return None
 
 
 def carrying() -> bool:
@@ -1349,6 +1376,7 @@ def carrying() -> bool:
 def carry_on() -> None:
     """Tag the rigs whose search the live budget cut, so the next evaluation solves them on (a timer)."""
     uids, _carrying_now = set(_carrying), _carrying.clear()
+    _tagged.update(uids)
     for obj in bpy.data.objects:
         if obj.session_uid in uids:
             obj.update_tag()
@@ -1365,9 +1393,10 @@ def unregister() -> None:
         handlers = getattr(bpy.app.handlers, kind)
         while fn in handlers:
             handlers.remove(fn)
-    if bpy.app.timers.is_registered(carry_on):
-        bpy.app.timers.unregister(carry_on)
+    if bpy.app.timers.is_registered(_carry_on_when_still):
+        bpy.app.timers.unregister(_carry_on_when_still)
     _carrying.clear()
     _resume.clear()
+    _tagged.clear()
     search.forget()
     cache.clear(keep_stats=False)

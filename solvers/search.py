@@ -121,6 +121,34 @@ def budget(seconds: float | None = LIVE_BUDGET) -> Iterator[Budget]:
         _deadline, _cut, _seconds = previous, previous_cut, previous_seconds
 
 
+_defer = False
+
+
+@contextmanager
+def deferring(on: bool = True) -> Iterator[None]:
+    """Inside a budget, let a solver leave its global stage to a later update (`defer_stage`): for live
+    updates that move targets, whose next update solves again anyway; not for those that carry a cut
+    search on (they must search)."""
+    global _defer
+    previous, _defer = _defer, on
+    try:
+        yield
+    finally:
+        _defer = previous
+
+
+def defer_stage() -> bool:
+    """Whether the global stage may wait for a later update (a budgeted live update inside `deferring`):
+    then the caller keeps its closed-form pose for now and the budget counts as cut, so the rig is solved
+    again, stage and all, once the update is over (the target standing still). Never for bakes, renders or
+    frame changes (unbounded: their poses are functions of their inputs)."""
+    global _cut
+    if _deadline is None or not _defer:
+        return False
+    _cut = True
+    return True
+
+
 def forget() -> None:
     """Drop what budgeted updates remember of their targets (the add-on unregistered, a file loaded)."""
     _rounds.clear()

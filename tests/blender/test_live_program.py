@@ -486,6 +486,56 @@ def test_a_search_the_budget_cut_goes_on_in_the_program() -> None:
         live.stage_budget = was
 
 
+def _searched_pose(defer: bool) -> tuple[float, int, bool, float, float]:
+    """The set-up rig's hand put where the closed form leaves the arm to the global stage, under the live
+    budget: the arm's miss once settled, the stage's calls in the drag's own update, whether a search then
+    waited, and the arm's status residual against the miss Blender shows after that update."""
+    live = _live()
+    core_live = bpy_session.submodule("core.live")
+    calls: list[int] = []
+    original = core_live.refine
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    def miss_now() -> tuple[float, float]:
+        ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get()).pose.bones
+        ch = obj.reach_ik.chains["arm.L"]
+        return (ev[ch.tip_bone].tail - ev["IK-hand.L"].head).length, ch.residual
+
+    was = live.stage_budget, live.defer_stage
+    core_live.refine = counting
+    try:
+        obj = _set_up_rig(True)
+        live.stage_budget = bpy_session.submodule("solvers.search").LIVE_BUDGET
+        live.defer_stage = defer
+        obj.pose.bones["IK-hand.L"].matrix = Matrix.Translation(_SEARCHED)
+        bpy.context.view_layer.update()
+        in_drag, waited = len(calls), live.carrying()
+        miss, status = miss_now()
+        rigs.update()  # the target stands still: the carried-on updates search (a viewport's redraws)
+        settled, settled_status = miss_now()
+        assert abs(settled - settled_status) < 1e-4, (settled, settled_status)
+        assert len(calls) > in_drag or not defer, "the search ran once the target stood still"
+        return settled, in_drag, waited, status, miss
+    finally:
+        core_live.refine = original
+        live.stage_budget, live.defer_stage = was
+
+
+def test_a_drag_leaves_the_search_until_the_target_stands_still() -> None:
+    """Issue 37: a drag's update does not wait for the global stage (the closed form's pose now, its status
+    honest); the search runs once the target stands still and gets as near as the drag's own search did."""
+    settled, in_drag, waited, status, miss = _searched_pose(True)
+    assert in_drag == 0, "the drag's own update ran the global stage"
+    assert waited, "the search waits for the target to stand still"
+    assert abs(status - miss) < 1e-4, (status, miss)
+    searched, in_drag, _waited, _status, _miss = _searched_pose(False)
+    assert in_drag >= 1, "without deferring, the drag's own update searches"
+    assert settled <= searched + TOL, f"the carried-on search stops {settled} from the target, at once {searched}"
+
+
 def test_moving_the_control_of_a_chain_the_program_leaves_out_solves_it() -> None:
     live = _live()
     obj = _set_up_rig(True)
