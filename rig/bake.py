@@ -480,6 +480,19 @@ def _frame_of(message: str, frames: list[int]) -> int | None:
     return frames[0] if len(frames) == 1 else None
 
 
+def _settings_animated(obj: bpy.types.Object) -> bool:
+    """Whether an F-Curve or driver may change a Reach IK setting of `obj` from frame to frame (NLA strips
+    count as may)."""
+    ad = obj.animation_data
+    if ad is None:
+        return False
+    if any(d.data_path.startswith("reach_ik") for d in ad.drivers):
+        return True
+    if len(ad.nla_tracks):
+        return True
+    return ad.action is not None and any(fc.data_path.startswith("reach_ik") for fc in anim.all_fcurves(ad.action, obj))
+
+
 def _read_frames(
     obj: bpy.types.Object, plan: Plan, frames: list[int], scene: bpy.types.Scene, progress: Progress | None
 ) -> list[Inputs]:
@@ -492,11 +505,16 @@ def _read_frames(
     # The bones' structure cannot change while frames step (no edit happens between them): read once, not
     # per frame (its key is a few bulk reads and a comparison, 5% of a frame's read).
     sk = armature.skeleton(obj)
+    # Chain settings nothing animates or drives hold on every frame: the plan's Soft and Stretch, and an
+    # Influence of 1 everywhere needs no FK pose (each frame's channels are read only for blending).
+    keyed = _settings_animated(obj)
+    blends = keyed or any(w < 1.0 for w in fk.influences(obj, plan).values())
     for n, f in enumerate(frames):
         scene.frame_set(f)
         try:
-            inputs = read_inputs(obj, plan, settings_now=True, sk_now=sk)
-            read_fk.append((inputs, armature.read_channels(obj, WRITTEN_CHANNELS), fk.influences(obj, plan)))
+            inputs = read_inputs(obj, plan, settings_now=keyed, sk_now=sk)
+            if blends:
+                read_fk.append((inputs, armature.read_channels(obj, WRITTEN_CHANNELS), fk.influences(obj, plan)))
             stack.append(inputs)
         except ReferenceError as exc:
             raise BakeError(f"frame {f}: a target or pole was deleted during the bake ({exc})") from exc
