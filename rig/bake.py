@@ -32,6 +32,7 @@ from .solve import (
     solve_inputs,
     stack_inputs,
     stretch_release,
+    target_entries,
 )
 from .solve import snapshot as rig_snapshot
 
@@ -509,10 +510,14 @@ def _read_frames(
     # Influence of 1 everywhere needs no FK pose (each frame's channels are read only for blending).
     keyed = _settings_animated(obj)
     blends = keyed or any(w < 1.0 for w in fk.influences(obj, plan).values())
+    # Targets, poles and pole angles as set now, read once when nothing animates them.
+    entries = None if keyed else target_entries(obj, plan)
+    chains = rig_settings(obj).chains
+    angles = None if keyed else {c.index: chains[c.index].pole_angle for g in plan.groups for c in g.chains}
     for n, f in enumerate(frames):
         scene.frame_set(f)
         try:
-            inputs = read_inputs(obj, plan, settings_now=keyed, sk_now=sk)
+            inputs = read_inputs(obj, plan, settings_now=keyed, sk_now=sk, angles_now=angles, entries_now=entries)
             if blends:
                 read_fk.append((inputs, armature.read_channels(obj, WRITTEN_CHANNELS), fk.influences(obj, plan)))
             stack.append(inputs)

@@ -1211,6 +1211,8 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
             cache.scene_rigs.clear()
             rigs = list(_scene_rigs(scene))
             uids = [ob.session_uid for ob in rigs]
+        if _suspended.issuperset(uids):
+            return  # every rig is being baked (a bake steps frames): nothing to check
         # Armatures that other rigs' targets hang from: their solves also report how their bones moved.
         leaders = {a for u in uids for a, _b, _o in cache.hangs.get(u, ())}
         moved: _Moved = {}

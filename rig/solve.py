@@ -42,6 +42,16 @@ F64 = NDArray[np.float64]
 __all__ = ["ChainOutcome", "Inputs", "RigReport", "Solved", "stack_inputs"]
 
 
+def target_entries(obj: bpy.types.Object, plan: Plan) -> list[tuple[bpy.types.Object, str]]:
+    """The (object, bone) `read_inputs` reads the world matrices of: the armature, every planned chain's target,
+    then the poles of those with one."""
+    settings = rig_settings(obj).chains
+    chains = [c for g in plan.groups for c in g.chains]
+    entries = [(obj, ""), *((settings[c.index].target, c.target_bone) for c in chains)]
+    entries += [(settings[c.index].pole, c.pole_bone) for c in chains if c.pole is not None]
+    return entries
+
+
 def read_inputs(
     obj: bpy.types.Object,
     plan: Plan,
@@ -52,11 +62,14 @@ def read_inputs(
     sk_now: Skeleton | None = None,
     controls_now: dict[int, tuple[bpy.types.Object, bpy.types.Object | None]] | None = None,
     angles_now: dict[int, float] | None = None,
+    entries_now: list[tuple[bpy.types.Object, str]] | None = None,
 ) -> Inputs:
     """The current (evaluated) inputs of every planned chain, as one frame (`pose_now`, `world_now`,
     `scale_now`, `sk_now`: the pose, world matrices, scale channels and skeleton, already read;
     `controls_now`, `angles_now`: each chain's target and pole objects and its pole angle, already known, so
-    no chain's settings are read: the live program's, whose chains have no bone targets).
+    no chain's settings are read: the live program's, whose chains have no bone targets; `entries_now`: the
+    (object, bone) of the armature, then every chain's target, then every pole, as `target_entries` lists
+    them, for a bake whose chain settings nothing animates).
     `settings_now`: read each chain's Soft and Stretch too (a bake stepping frames: they are keyable), else
     the plan's values hold."""
     pose_b = armature.pose_matrices(obj) if pose_now is None else pose_now
@@ -65,12 +78,15 @@ def read_inputs(
     with_pole = [c for c in chains if c.pole is not None]
     world_mats = armature.WorldMatrices() if world_now is None else world_now
     settings = rig_settings(obj).chains
-    if controls_now is None:
-        entries = [(obj, ""), *((settings[c.index].target, c.target_bone) for c in chains)]
-        entries += [(settings[c.index].pole, c.pole_bone) for c in with_pole]
+    if entries_now is not None:
+        entries = entries_now
+    elif controls_now is None:
+        entries = target_entries(obj, plan)
     else:
         entries = [(obj, ""), *((controls_now[c.index][0], "") for c in chains)]
-        entries += [(controls_now[c.index][1], "") for c in with_pole]
+        pole_objects = [controls_now[c.index][1] for c in with_pole]
+        entries += [(ob, "") for ob in pole_objects if ob is not None]
+        assert len(entries) == 1 + len(chains) + len(with_pole), "a chain planned with a pole has one"
     sk = sk_now
     if sk is None and any(bone for _ob, bone in entries):
         sk = armature.skeleton(obj)
