@@ -703,11 +703,16 @@ class _Own:
     pose: F64  # the evaluated pose, read now
     roots: list[int]  # the bones whose pose the fingerprint holds (`_outside_parents`)
 
+    taken: bool = False  # `take_channels` done
+
     def take_channels(self, last: _Seen, lean: _Lean) -> None:
         """The fingerprint's channel arrays (which the lean path writes whole) take the control bones' rows."""
         assert last.arrays is not None
+        if self.taken:
+            return
         for attr, now in self.channels.items():
             last.arrays[attr][lean.own] = now[lean.own]
+        self.taken = True
 
     def note(self, last: _Seen, lean: _Lean) -> None:
         """The fingerprint takes the control bones as they are now (after a lean solve: the full path's next
@@ -717,9 +722,7 @@ class _Own:
         self.take_channels(last, lean)
         last.pose[own] = self.pose[own]
         last.roots = last.pose[self.roots].tobytes()
-        world = last.mats[0]
-        for row, bone in lean.row_bone.items():
-            last.mats[row] = world @ self.pose[bone]
+        last.mats[list(lean.row_bone)] = last.mats[0] @ self.pose[list(lean.row_bone.values())]
         last.channels = None
 
 
