@@ -432,7 +432,7 @@ def _drag_poses(
 ) -> tuple[list[dict[str, np.ndarray]], list[list[tuple[str, float, bool, str]]]]:
     """Evaluated poses and statuses along a drag: both hands in and past reach and back, the head's control
     nodding, the spine's control moved once and a foot's once (the memo must notice both). `program`: live
-    updates that move only the limbs' controls take the compiled program (`rig/live._lean_body`); off, every
+    updates that move only the limbs' controls take the compiled program (`rig/live_program._lean_body`); off, every
     update takes the full path (`core/body.py`, where the memo is)."""
     body_memo = bpy_session.submodule("core.body_memo")
     live = bpy_session.submodule("rig.live")
@@ -514,7 +514,7 @@ def _program_drag(program: bool) -> tuple[list[dict[str, np.ndarray]], list[list
 
 def test_the_compiled_program_gives_the_full_paths_pose() -> None:
     """Live updates that move only the limbs' controls take the body stage from the last full solve and solve
-    the limbs on the compiled program (`core/body_live.py`, `rig/live._lean_body`): the same drag on the full
+    the limbs on the compiled program (`core/body_live.py`, `rig/live_program._lean_body`): the same drag on the full
     path alone gives the same statuses and the same evaluated pose, to a millimetre: the hips, spine, hands and
     feet to float noise, while a knee may lie up to ~0.4 mm off (the pinned legs' two-bone solves under their
     limits start from poses that differ by float32 noise between the paths; not yet traced)."""

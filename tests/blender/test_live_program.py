@@ -1,4 +1,4 @@
-"""The compiled live program (`core.live`, `rig.live._lean`): updates that move only targets and poles.
+"""The compiled live program (`core.live`, `rig.live_program.solve_lean`): updates that move only targets and poles.
 
 Each test runs the same drags with the program on and off (`live.use_program`) and compares what Blender
 evaluates; the program's own counter proves which path ran. Everything is measured from the evaluated pose.
@@ -323,13 +323,14 @@ def test_a_broken_target_among_many_moved_refuses_only_its_chain() -> None:
     chains = obj.reach_ik.chains
     _drag_many(obj, 0)
     chains[4].target.location.x = math.nan
-    batch = live._lean_batch
+    program = bpy_session.submodule("rig.live_program")
+    batch = program._lean_batch
     calls = []
-    live._lean_batch = lambda *args: calls.append(args) or batch(*args)
+    program._lean_batch = lambda *args: calls.append(args) or batch(*args)
     try:
         rigs.update()
     finally:
-        live._lean_batch = batch
+        program._lean_batch = batch
     assert not calls, "the bulk moved test refused the update before any solve"
     assert live.batch_solve_count(obj) == batches
     assert not chains[4].is_valid and "the target 't4' has a NaN or infinite transform" in chains[4].message

@@ -1,4 +1,4 @@
-"""Playback on the compiled live program (`rig.live._program_full`): frame changes, and other full-path updates
+"""Playback on the compiled live program (`rig.live_program.program_full`): frame changes, and other full-path updates
 (a bone posed by hand), solved by the program instead of `core.solve` where nothing but the pose, targets,
 poles and pole angles changed.
 
@@ -39,6 +39,20 @@ def _channels(obj: bpy.types.Object) -> np.ndarray:
     )
 
 
+def _released(obj: bpy.types.Object) -> np.ndarray:
+    """The chains let go: each bone shows the FK pose the run stored (its channels)."""
+    for ch in obj.reach_ik.chains:
+        ch.enabled = False
+    rigs.update()
+    return _channels(obj)
+
+
+def _same_poses(lean: list[np.ndarray], full: list[np.ndarray], first: int = 0) -> None:
+    for f, (a, b) in enumerate(zip(lean, full, strict=True)):
+        worst = float(np.abs(a - b).max())
+        assert worst < 5 * TOL, f"frame {first + f}: the program's pose differs from the full solve's by {worst}"
+
+
 def _cmu_played(program: bool) -> tuple[list[np.ndarray], list[list], np.ndarray, int]:
     bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
     with _program(program):
@@ -57,11 +71,7 @@ def _cmu_played(program: bool) -> tuple[list[np.ndarray], list[list], np.ndarray
             poses.append(_evaluated_pose(obj))
             statuses.append(_statuses(obj))
         count = live.full_program_solve_count(obj) - before
-        # The chains let go: each bone shows the FK pose the run stored.
-        for ch in obj.reach_ik.chains:
-            ch.enabled = False
-        rigs.update()
-        return poses, statuses, _channels(obj), count
+        return poses, statuses, _released(obj), count
 
 
 def test_mocap_playback_takes_the_program_and_matches_the_full_solve() -> None:
@@ -69,9 +79,7 @@ def test_mocap_playback_takes_the_program_and_matches_the_full_solve() -> None:
     full_poses, full_status, full_fk, full_count = _cmu_played(False)
     assert full_count == 0
     assert lean_count >= FRAMES - 1, f"frame changes took the compiled program: {lean_count} of {FRAMES + 1}"
-    for f, (a, b) in enumerate(zip(lean_poses, full_poses, strict=True)):
-        worst = float(np.abs(a - b).max())
-        assert worst < 5 * TOL, f"frame {f}: the program's pose differs from the full solve's by {worst}"
+    _same_poses(lean_poses, full_poses)
     for f, (a, b) in enumerate(zip(lean_status, full_status, strict=True)):
         for (valid_a, text_a, res_a), (valid_b, text_b, res_b) in zip(a, b, strict=True):
             assert valid_a == valid_b and text_a == text_b, f"frame {f}: '{text_a}' vs '{text_b}'"
@@ -112,19 +120,14 @@ def _keyed_character_played(program: bool) -> tuple[list[np.ndarray], np.ndarray
             poses.append(_evaluated_pose(obj))
         count = live.full_program_solve_count(obj) - before
         held = _channels(obj)
-        for ch in obj.reach_ik.chains:
-            ch.enabled = False
-        rigs.update()
-        return poses, held, _channels(obj), count
+        return poses, held, _released(obj), count
 
 
 def test_keyed_fk_and_a_hand_edit_during_playback_keep_their_fk_values() -> None:
     lean_poses, lean_held, lean_fk, lean_count = _keyed_character_played(True)
     full_poses, full_held, full_fk, full_count = _keyed_character_played(False)
     assert full_count == 0 and lean_count >= 8, f"the program solved {lean_count} of 12 frames"
-    for f, (a, b) in enumerate(zip(lean_poses, full_poses, strict=True)):
-        worst = float(np.abs(a - b).max())
-        assert worst < 5 * TOL, f"frame {f + 1}: the program's pose differs from the full solve's by {worst}"
+    _same_poses(lean_poses, full_poses, first=1)
     assert np.abs(lean_held - full_held).max() < 5 * TOL
     assert np.abs(lean_fk - full_fk).max() < 1e-6, "the FK pose stored during playback differs"
     # Both keep the hand edit as the forearm's FK value, and the spine's keyed one.
