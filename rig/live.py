@@ -497,7 +497,7 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
                             cache.fingerprints.pop(uid, None)  # the full path solves every chain again
                         _solve_live(obj, moved, uid in leaders)
                 if spent.cut:
-                    _carry_on_later(uid, frozenset(lean_order) if took else None)
+                    _carry_on_later(uid, frozenset(lean_order) if took else None, still=not carried)
             except Exception:
                 # One rig's failure never stops the others; print each distinct failure once.
                 text = traceback.format_exc()
@@ -572,32 +572,39 @@ _resume: dict[int, frozenset[int]] = {}  # rig uid -> chains the budget cut in a
 _tagged: set[int] = set()  # rigs `carry_on` tagged: their next update searches (no `search.defer_stage`)
 
 
-def _carry_on_later(uid: int, chains: frozenset[int] | None) -> None:
-    """The budget cut a search of rig `uid`: solve it again (its inputs stand still) after this update, from
-    a timer (tagging it inside the handler would not make Blender evaluate it again). `chains`: what a lean
-    update solved (the next one solves them again, on the program too); None: the full path solves it all."""
+def _carry_on_later(uid: int, chains: frozenset[int] | None, still: bool) -> None:
+    """The budget cut a search of rig `uid` (or a drag deferred it): solve it again after this update, from a
+    timer (tagging it inside the handler would not make Blender evaluate it again). `chains`: what a lean
+    update solved (the next one solves them again, on the program too); None: the full path solves it all.
+    `still`: wait until no update asked for it for `CARRY_AFTER` seconds (a drag's: the target must stand
+    still); else at once (a search the budget cut while the target stood still goes on)."""
     if chains:
         _resume[uid] = _resume.get(uid, frozenset()) | chains
     else:
         cache.fingerprints.pop(uid, None)
         cache.dirty.add(uid)
     _carrying.add(uid)
-    global _carry_asked
-    _carry_asked = time.monotonic()
-    if not bpy.app.timers.is_registered(_carry_on_when_still):
-        bpy.app.timers.register(_carry_on_when_still, first_interval=CARRY_AFTER)
+    global _carry_due
+    now = time.monotonic()
+    _carry_due = now + CARRY_AFTER if still else now
+    registered = bpy.app.timers.is_registered(_carry_on_when_due)
+    if registered and not still:
+        bpy.app.timers.unregister(_carry_on_when_due)  # it may be waiting for a drag: go on at once
+        registered = False
+    if not registered:
+        bpy.app.timers.register(_carry_on_when_due, first_interval=CARRY_AFTER if still else 0.0)
 
 
 CARRY_AFTER = 0.05
-"""Seconds without a new cut (or deferred) update before the carried-on search runs: while a drag goes on,
-every update solves its new target anyway, and a search for a target already left behind is wasted; once
-the target stands still this long, the search goes on (a viewport repaints at about this rate)."""
-_carry_asked = 0.0
+"""Seconds without a drag's update before the search it deferred runs: while a drag goes on, every update
+solves its new target anyway, and a search for a target already left behind is wasted; once the target
+stands still this long, the search goes on (a viewport repaints at about this rate)."""
+_carry_due = 0.0
 
 
-def _carry_on_when_still() -> float | None:
-    """The timer of `_carry_on_later`: `carry_on` once no update asked for it for `CARRY_AFTER` seconds."""
-    wait = _carry_asked + CARRY_AFTER - time.monotonic()
+def _carry_on_when_due() -> float | None:
+    """The timer of `_carry_on_later`: `carry_on` once due (a drag's update pushes it back)."""
+    wait = _carry_due - time.monotonic()
     if wait > 1e-3:
         return wait
     carry_on()
@@ -629,8 +636,8 @@ def unregister() -> None:
         handlers = getattr(bpy.app.handlers, kind)
         while fn in handlers:
             handlers.remove(fn)
-    if bpy.app.timers.is_registered(_carry_on_when_still):
-        bpy.app.timers.unregister(_carry_on_when_still)
+    if bpy.app.timers.is_registered(_carry_on_when_due):
+        bpy.app.timers.unregister(_carry_on_when_due)
     _carrying.clear()
     _resume.clear()
     _tagged.clear()

@@ -507,13 +507,27 @@ def _searched_pose(defer: bool) -> tuple[float, int, bool, float, float]:
 
     was = live.stage_budget, live.defer_stage
     core_live.refine = counting
+    timers = bpy.app.timers
+    register = timers.register
+    intervals: list[float] = []
+
+    def recording(fn, first_interval=0.0, **kw):  # type: ignore[no-untyped-def]
+        intervals.append(first_interval)
+        return register(fn, first_interval=first_interval, **kw)
+
     try:
         obj = _set_up_rig(True)
         live.stage_budget = bpy_session.submodule("solvers.search").LIVE_BUDGET
         live.defer_stage = defer
+        if timers.is_registered(live._carry_on_when_due):
+            timers.unregister(live._carry_on_when_due)
+        timers.register = recording
         obj.pose.bones["IK-hand.L"].matrix = Matrix.Translation(_SEARCHED)
         bpy.context.view_layer.update()
+        timers.register = register
         in_drag, waited = len(calls), live.carrying()
+        # A drag's deferred search waits for the control to stand still (the timer's first wait).
+        assert not defer or intervals == [live.CARRY_AFTER], intervals
         miss, status = miss_now()
         rigs.update()  # the target stands still: the carried-on updates search (a viewport's redraws)
         settled, settled_status = miss_now()
@@ -521,6 +535,7 @@ def _searched_pose(defer: bool) -> tuple[float, int, bool, float, float]:
         assert len(calls) > in_drag or not defer, "the search ran once the target stood still"
         return settled, in_drag, waited, status, miss
     finally:
+        timers.register = register
         core_live.refine = original
         live.stage_budget, live.defer_stage = was
 
