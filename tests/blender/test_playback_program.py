@@ -89,7 +89,8 @@ def test_mocap_playback_takes_the_program_and_matches_the_full_solve() -> None:
 
 def _keyed_character_played(program: bool) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, int]:
     """The demo character with its spine keyed (FK animation under a chain), its arms not keyed (they start
-    from where the IK left them), a target keyed, played; a chain bone posed by hand halfway."""
+    from where the IK left them), a target and a Pole Angle keyed, played; a chain bone posed by hand
+    halfway."""
     bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
     with _program(program):
         rig = demo_rigs.character()
@@ -104,6 +105,12 @@ def _keyed_character_played(program: bool) -> tuple[list[np.ndarray], np.ndarray
         for f, dx in ((1, 0.0), (12, 0.15)):
             target.location.x += dx
             target.keyframe_insert("location", frame=f)
+        # A keyed Pole Angle (the bent left leg's): a per-frame number the program takes.
+        poled = next(i for i, ch in enumerate(obj.reach_ik.chains) if ch.name == "leg.L")
+        assert obj.reach_ik.chains[poled].pole is not None
+        for f, angle in ((1, 0.0), (12, 1.2)):
+            obj.reach_ik.chains[poled].pole_angle = angle
+            obj.keyframe_insert(f"reach_ik.chains[{poled}].pole_angle", frame=f)
         scene = bpy.context.scene
         scene.frame_set(1)
         rigs.update()
@@ -128,6 +135,9 @@ def test_keyed_fk_and_a_hand_edit_during_playback_keep_their_fk_values() -> None
     full_poses, full_held, full_fk, full_count = _keyed_character_played(False)
     assert full_count == 0 and lean_count >= 8, f"the program solved {lean_count} of 12 frames"
     _same_poses(lean_poses, full_poses, first=1)
+    names = [pb.name for pb in bpy.data.objects["Character"].pose.bones]
+    shin = names.index("shin.L")
+    assert np.abs(lean_poses[-1][shin] - lean_poses[0][shin]).max() > 0.03, "the keyed Pole Angle swings the knee"
     assert np.abs(lean_held - full_held).max() < 5 * TOL
     assert np.abs(lean_fk - full_fk).max() < 1e-6, "the FK pose stored during playback differs"
     # Both keep the hand edit as the forearm's FK value, and the spine's keyed one.
