@@ -98,14 +98,15 @@ def program_full(
     names = program.snap.sk.names
     posed = [b for j in order for b in program.links[j].posed]
     posed_names = [names[b] for b in posed]
-    if not set(store.names) <= {names[b] for link in program.links for b in link.posed}:
+    if not lean.driven.issuperset(store.names):
         return None  # a stored bone no chain drives any more: `solve_rig` gives it its FK value back
-    for attr in ("location", "scale"):
-        if not np.array_equal(channels[attr][posed], last.arrays[attr][posed]):
-            program.forget()  # a chain bone's own geometry moved (its shape is measured anew)
-            break
-    if not np.array_equal(channels["scale"], last.arrays["scale"]):
-        program.forget()  # a parent's scale scales the bones below it
+    if not (
+        np.array_equal(channels["location"][posed], last.arrays["location"][posed])
+        and np.array_equal(channels["scale"], last.arrays["scale"])
+    ):
+        # A chain bone's own geometry moved, or a bone's scale (which scales the bones below it): the chains'
+        # shapes are measured anew.
+        program.forget()
     bone_modes = modes[posed].tolist()
     # The FK pose, by the live rule (`fk.fill`): a channel that is not what Reach IK last wrote is the FK value.
     store.fk(posed_names, bone_modes, fk.raw_rotations(channels, posed, bone_modes), channels["scale"][posed, 1])
@@ -176,9 +177,11 @@ class _Lean:
     bones: dict[int, tuple[int, int]] = field(default_factory=dict)
     own: list[int] = field(default_factory=list)
     row_bone: dict[int, int] = field(default_factory=dict)
+    row_chain: dict[int, int] = field(default_factory=dict)  # fingerprint row of a target or pole -> its chain
     turned: set[int] = field(default_factory=set)  # rows of targets whose orientation a chain takes
     carried: set[int] = field(default_factory=set)  # bones that are or hang below a bone the program poses
     refused_uids: set[int] = field(default_factory=set)  # targets and poles of chains left to the full solve
+    driven: frozenset[str] = frozenset()  # every bone the program poses, by name (`program_full`'s FK store)
     checked: _Seen | None = None  # the fingerprint the last check was for
     ok: bool = False  # that check's verdict
     body: bool = False  # Full Body: the program solves the limbs after the body stage (`_lean_body`)
@@ -199,6 +202,7 @@ def _compile(obj: bpy.types.Object, plan: Plan, modes: NDArray[np.int32]) -> _Le
     if isinstance(program, str):
         return lean
     lean.data_uid = obj.data.session_uid
+    lean.driven = frozenset(program.snap.sk.names[b] for link in program.links for b in link.posed)
     settings = rig_settings(obj).chains
     for index in program.refused:
         ch = settings[index]
@@ -276,6 +280,7 @@ def _check(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean) -> bool:
         for row, bone in zip(rows, lean.bones.get(index, ()), strict=False):
             if bone >= 0:
                 lean.row_bone[row] = bone
+    lean.row_chain = {row: i for i, (_t, _p, t_row, p_row) in lean.chains.items() for row in (t_row, p_row) if row >= 0}
     lean.own = sorted(set(lean.row_bone.values()))
     lean.turned = {lean.chains[link.chain.index][2] for link in program.links if link.rot_tip >= 0}
     sk = program.snap.sk
@@ -358,7 +363,6 @@ def _own_moved(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean, read: 
         return None  # a bone above a chain moved (a constraint, a driver): the full path finds which chains
     changed: set[int] = set()
     moved: dict[int, tuple[float, ...]] = {}
-    by_row = {row: i for i, (_t, _p, t_row, p_row) in lean.chains.items() for row in (t_row, p_row) if row >= 0}
     rows = list(lean.row_bone)
     # Every control's world matrix in one product; compared by translation (a chain with Target Rotation
     # takes the control's orientation too: its whole matrix compares).
@@ -369,7 +373,7 @@ def _own_moved(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean, read: 
             if not abs(at[0]) + abs(at[1]) + abs(at[2]) < 1e30:
                 return None  # NaN or infinite: the full path refuses it with a message
             moved[row] = at
-            changed.add(by_row[row])
+            changed.add(lean.row_chain[row])
         read[row] = mats[k]  # made a Matrix only where a solve reads it (`solve_lean`'s `matrix`)
     return _Own(changed, moved, channels, pose, roots)
 

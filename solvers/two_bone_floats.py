@@ -97,6 +97,7 @@ class _Chain:
     __slots__ = (
         "a0",
         "a1",
+        "along",
         "base",
         "bound",
         "c",
@@ -124,6 +125,9 @@ class _Chain:
         self.target: Vec = tuple(target)
         self.l1, self.l2 = lengths
         self.a0: Vec = tuple(directions[0])
+        # The upper segment runs along the bone's Y axis (`two_bone_limits.ALONG_Y`): its twist range and the
+        # whole-circle out-of-reach proof apply.
+        self.along = max(abs(self.a0[0]), abs(self.a0[1] - 1.0), abs(self.a0[2])) <= ALONG_Y
         self.a1: Vec = tuple(directions[1])
         self.offsets: tuple[Vec, Vec] = (tuple(offsets[0]), tuple(offsets[1]))
         self.q0: Mat = _mat(ref_local[0])
@@ -207,8 +211,7 @@ def _twist_into_range(ch: _Chain, f1: Mat, d2: Vec) -> Mat:
     twist = ch.upper.twist
     if twist is None:
         return f1
-    a0 = ch.a0
-    if max(abs(a0[0]), abs(a0[1] - 1.0), abs(a0[2])) > ALONG_Y:
+    if not ch.along:
         return f1
     tw = frame_twist(mtm(ch.ref0, f1))
     if tw <= -_PI:
@@ -285,7 +288,7 @@ def _fold_azimuth(c: Vec, n: Vec, fold: float, cone: Cone) -> Vec | None:
 
 def _outside(ch: _Chain, chord: Vec, bend: Vec, cos_a: float, sin_a: float, cone: Cone) -> bool:
     """`two_bone_limits.out_of_reach` for one chain."""
-    if max(abs(ch.a0[0]), abs(ch.a0[1] - 1.0), abs(ch.a0[2])) > ALONG_Y:
+    if not ch.along:
         return False
     ref0 = ch.ref0
     side = cross(chord, bend)

@@ -380,7 +380,7 @@ def out_of_reach(sub: ChainBatch, r: int, ref0: F64, chord: F64, bend: F64, cos_
     assert lim is not None
     if np.abs(sub.directions[r, 0] - _Y).max() > ALONG_Y or not lim.use_cone[r, 0]:
         return False
-    c, e1, e2 = (ref0.T @ v for v in (chord, bend, np.cross(chord, bend)))
+    c, e1, e2 = (ref0.T @ v for v in (chord, bend, cross(chord, bend)))
     cone = _cone_of(lim.cone[r, 0])
     return circle_outside(
         _vec(c), _vec(e1), _vec(e2), float(cos_a), float(sin_a), cone, INSIDE_TOLERANCE, OUT_OF_REACH_SLACK
