@@ -148,6 +148,7 @@ class Timed:
         self.live = bpy_session.submodule("rig.live")
         self.seconds: list[float] = []
         self.pairs = [
+            (bpy.app.handlers.depsgraph_update_pre, self.live.on_depsgraph_pre),
             (bpy.app.handlers.depsgraph_update_post, self.live.on_depsgraph_update),
             (bpy.app.handlers.frame_change_post, self.live.on_frame_change),
         ]
@@ -179,8 +180,18 @@ def stats(seconds: list[float]) -> dict[str, float]:
 WARM = 3
 
 
-def drag_run(workload: str, mode: str, rounds: int, limits: bool = True) -> dict[str, object]:
-    """Per-update seconds of dragging `workload`'s controls on the set-up rig, `mode` 'reach' or 'blender'."""
+def drag_run(workload: str, mode: str, rounds: int, limits: bool = True, before: bool = True) -> dict[str, object]:
+    """Per-update seconds of dragging `workload`'s controls on the set-up rig, `mode` 'reach' or 'blender';
+    `before`: Reach IK may solve before the evaluation (`rig.live_pre`), else only after it."""
+    live = bpy_session.submodule("rig.live")
+    live.solve_before = before
+    try:
+        return _drag_run(workload, mode, rounds, limits)
+    finally:
+        live.solve_before = True
+
+
+def _drag_run(workload: str, mode: str, rounds: int, limits: bool) -> dict[str, object]:
     fresh()
     obj = set_up(limits=limits)
     if mode == "blender":
@@ -380,10 +391,13 @@ def best(runs: list[dict[str, object]]) -> dict[str, object]:
 
 
 DRAGS = {
-    "d": ("(d) set-up rig: one hand dragged", "one_hand", True),
-    "d4": ("(d4) set-up rig: four limbs", "limbs", True),
-    "d5": ("(d5) set-up rig: chest and head", "chest_head", True),
-    "d0": ("(d0) one hand, limits=False", "one_hand", False),
+    "d": ("(d) set-up rig: one hand dragged", "one_hand", True, True),
+    "d4": ("(d4) set-up rig: four limbs", "limbs", True, True),
+    "d5": ("(d5) set-up rig: chest and head", "chest_head", True, True),
+    "d0": ("(d0) one hand, limits=False", "one_hand", False, True),
+    # The same drags solved only after the evaluation (two evaluations per update, as before `rig.live_pre`).
+    "dp": ("(dp) one hand, solved after evaluation", "one_hand", True, False),
+    "d4p": ("(d4p) four limbs, solved after evaluation", "limbs", True, False),
 }
 
 
@@ -391,9 +405,9 @@ def run_cases(letters: list[str], rounds: int, repeats: int, frames: int) -> Non
     print(HEADER)
     for letter in letters:
         if letter in DRAGS:
-            label, workload, limits = DRAGS[letter]
+            label, workload, limits, before = DRAGS[letter]
             pairs = [
-                (drag_run(workload, "reach", rounds, limits), drag_run(workload, "blender", rounds, limits))
+                (drag_run(workload, "reach", rounds, limits, before), drag_run(workload, "blender", rounds, limits))
                 for _ in range(repeats)
             ]
         elif letter in ("m", "m0"):

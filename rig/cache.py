@@ -44,6 +44,15 @@ plans: dict[int, Any] = {}
 # session_uid -> (fingerprint it was built for, core.live.Program or why there is none): the rig compiled for
 # live updates that move only its targets and poles (live.py).
 programs: dict[int, Any] = {}
+# session_uid -> (fingerprint, what `rig.live_pre` needs to solve the rig before an evaluation, or None: it cannot).
+guess_ready: dict[int, Any] = {}
+# session_uid -> the guess `rig.live_pre.solve_before` made, for the next post update to check.
+guesses: dict[int, Any] = {}
+# session_uid -> (fingerprint, {row: (control bone, its pose as Blender showed it)}): what accepted guesses leave
+# for the fingerprint (`rig.live_pre.note`).
+notes: dict[int, Any] = {}
+# session_uid -> number of live solves made before the evaluation (`rig.live_pre`).
+guessed: dict[int, int] = {}
 # session_uid -> set of session_uids of the IDs whose change can change this rig's solve.
 depends: dict[int, tuple[object, frozenset[int]]] = {}  # (chain state it was worked out for, uids)
 # session_uid -> ((armature object session_uid, bone name, object), ...): the targets and poles of this rig
@@ -78,6 +87,9 @@ _DERIVED: tuple[dict[int, Any], ...] = (
     roots,
     plans,
     programs,
+    guess_ready,
+    guesses,
+    notes,
     depends,
     hangs,
     fk_names,
@@ -92,6 +104,7 @@ _COUNTERS: tuple[dict[int, Any], ...] = (
     program_solves,
     batch_solves,
     full_program_solves,
+    guessed,
 )
 # Everything keyed by an armature object's session_uid.
 _PER_OBJECT: tuple[dict[int, Any], ...] = (versions, reported, stretched, *_DERIVED, *_COUNTERS)
@@ -110,6 +123,10 @@ _TABLES: dict[str, dict[int, Any]] = {
     "roots": roots,
     "plans": plans,
     "programs": programs,
+    "guess_ready": guess_ready,
+    "guesses": guesses,
+    "notes": notes,
+    "guessed": guessed,
     "depends": depends,
     "hangs": hangs,
     "skeletons": skeletons,

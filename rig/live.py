@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from ..core import body_live
 from ..core.model import Group, Plan, Skeleton
 from ..solvers import search
-from . import armature, cache, fk, follow, renames
+from . import armature, cache, fk, follow, live_pre, renames
 from .chains import system_override
 from .fingerprint import Objects as _Objects
 from .fingerprint import Seen as _Seen
@@ -49,6 +49,9 @@ use_program = True
 stage_budget: float | None = search.LIVE_BUDGET
 # Whether a drag's update may leave the global stage to the updates that carry it on (`search.defer_stage`).
 defer_stage = True
+# Whether a drag of a rig's own control bones is solved before Blender evaluates it (`rig.live_pre`: one
+# evaluation per update instead of two). Tests and bench/live.py turn it off to compare; nothing else does.
+solve_before = True
 _suspended: set[int] = set()  # session_uid of armatures being baked: the bake solves them itself
 # True while a render (or an export) plays the keys rig/render.py recorded: nothing is solved or given back
 # meanwhile, since in the GUI the render thread evaluates the same data.
@@ -381,6 +384,12 @@ def program_solve_count(obj: bpy.types.Object) -> int:
     return cache.program_solves.get(obj.session_uid, 0)
 
 
+def guess_count(obj: bpy.types.Object) -> int:
+    """How many of `obj`'s live solves were made before Blender evaluated the update (`rig.live_pre`), whether
+    or not the evaluation confirmed them (a solve it did not confirm is made again after it)."""
+    return cache.guessed.get(obj.session_uid, 0)
+
+
 def full_program_solve_count(obj: bpy.types.Object) -> int:
     """How many of `obj`'s full-path live solves (frame changes, bones posed by hand) took the compiled
     program instead of `core.solve` (`program_full`) in this session."""
@@ -456,11 +465,14 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
             # A rig whose targets hang from a rig that moved in this update is checked whatever `updated` says.
             follows = bool(moved) and any(a in moved for a, _b, _o in cache.hangs.get(uid, ()))
             dirty = uid in cache.dirty
+            if uid in cache.guesses and live_pre.check_after(obj, uid) and _only_itself(obj, uid, updated):
+                continue  # solved before this evaluation, and Blender shows what that solve assumed
             if not follows and updated is not None and not dirty:
                 deps = cache.depends.get(uid)
                 if deps is not None and deps[1].isdisjoint(updated):
                     continue  # nothing this rig reads was re-evaluated: the cheap, common case
             cache.dirty.discard(uid)
+            live_pre.note(uid)  # controls shown after guesses this rig took (their numpy work, once)
             if updated is None or dirty:
                 # A frame change (or a setting) may change anything, rotation modes too: check the compiled
                 # program again before its next use (`solve_lean`).
@@ -511,6 +523,65 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
         _skip_once.clear()  # for this check only
 
 
+def _only_itself(obj: bpy.types.Object, uid: int, updated: set[int] | None) -> bool:
+    """Whether, of what `obj` depends on, this update listed only the armature itself (and its data)."""
+    deps = cache.depends.get(uid)
+    if updated is None or deps is None or uid in cache.dirty:
+        return False
+    return deps[1].intersection(updated) <= {uid, obj.data.session_uid}
+
+
+@persistent
+def on_depsgraph_pre(scene: bpy.types.Scene, *_args: object) -> None:
+    """Before Blender evaluates an update: rigs whose own control bones alone moved are solved now
+    (`rig.live_pre`), so one evaluation shows the controls and the pose. No depsgraph comes with it, and it
+    runs only when something was tagged (not for frame changes)."""
+    global _busy
+    if _busy or paused or not (use_program and solve_before):
+        return
+    rigs = cache.scene_rigs.get(scene.session_uid)
+    if not rigs:
+        return
+    _busy = True
+    try:
+        try:
+            uids = [ob.session_uid for ob in rigs]
+        except ReferenceError:
+            return  # an object of the list was removed: the post handler lists the rigs again
+        leaders = {a for u in uids for a, _b, _o in cache.hangs.get(u, ())}
+        for obj, uid in zip(rigs, uids, strict=True):
+            if (
+                uid not in cache.programs
+                or uid in leaders
+                or uid in cache.dirty
+                or uid in _suspended
+                or uid in _tagged
+                or uid in _skip_once
+                or obj.mode == "EDIT"
+                or not rig_settings(obj).live
+            ):
+                continue
+            again = _resume.pop(uid, frozenset())
+            try:
+                lean_order.clear()
+                with search.budget(stage_budget) as spent, search.deferring(defer_stage):
+                    took = live_pre.solve_before(obj, uid, again)
+                if not took:
+                    if again:
+                        _resume[uid] = _resume.get(uid, frozenset()) | again
+                    continue
+                if spent.cut:
+                    _carry_on_later(uid, frozenset(lean_order), still=True)
+            except Exception:
+                cache.guesses.pop(uid, None)
+                text = traceback.format_exc()
+                if cache.reported.get(uid) != text:
+                    cache.reported[uid] = text
+                    print(f"Reach IK: solving '{obj.name}' failed (other rigs go on):\n{text}")
+    finally:
+        _busy = False
+
+
 _STRUCTURE_TYPES = (bpy.types.Collection, bpy.types.Scene)
 
 
@@ -557,6 +628,7 @@ def on_load(*_args: object) -> None:
 
 
 _HANDLERS = (
+    ("depsgraph_update_pre", on_depsgraph_pre),
     ("depsgraph_update_post", on_depsgraph_update),
     ("frame_change_post", on_frame_change),
     ("load_post", on_load),

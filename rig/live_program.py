@@ -1,6 +1,6 @@
 """The live program's side of the rig layer (`core/live.py` solves, this module reads and writes for it):
-the rig compiled for lean updates (`_Lean`, `_compile`, `_check`), the updates that move only targets, poles
-and control bones (`solve_lean`: `_own_moved` finds which, `_lean_scalar`, `_lean_body` and `_lean_batch` solve and
+the rig compiled for lean updates (`Lean`, `_compile`, `_check`), the updates that move only targets, poles
+and control bones (`solve_lean`: `_own_moved` finds which, `lean_scalar`, `_lean_body` and `_lean_batch` solve and
 write), and full-path updates handed to the program (`program_full`). `rig.live` decides which path an update
 takes; see docs/design/live-solving.md.
 """
@@ -61,7 +61,7 @@ def program_full(
     ):
         return None
     modes = armature.rotation_mode_values(obj)
-    lean: _Lean | None = cache.programs.get(uid)
+    lean: Lean | None = cache.programs.get(uid)
     if lean is None or lean.plan is not plan or lean.modes != modes.tobytes():
         # Compiled as `solve_lean` compiles it (playback alone never drags a control).
         lean = cache.programs[uid] = _compile(obj, plan, modes)
@@ -149,7 +149,7 @@ def program_full(
 
 
 @dataclass
-class _Lean:
+class Lean:
     """A rig compiled for live updates that move only its targets and poles (`core.live.Program`), with what
     the rig layer reads and writes for it.
 
@@ -188,9 +188,9 @@ class _Lean:
     found: body_live.Captured | None = None  # what the last full solve left for the body stage (`_check`)
 
 
-def _compile(obj: bpy.types.Object, plan: Plan, modes: NDArray[np.int32]) -> _Lean:
+def _compile(obj: bpy.types.Object, plan: Plan, modes: NDArray[np.int32]) -> Lean:
     """`plan` compiled for lean updates (`program` says why not when it cannot be)."""
-    lean = _Lean(plan, modes.tobytes(), "")
+    lean = Lean(plan, modes.tobytes(), "")
     sk = armature.skeleton(obj)
     lean.snap = snapshot(obj, sk, plan, with_channels=True, modes=modes)
     lean.body = lean.snap.body is not None
@@ -222,7 +222,7 @@ def _compile(obj: bpy.types.Object, plan: Plan, modes: NDArray[np.int32]) -> _Le
     return lean
 
 
-def _check(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean) -> bool:
+def _check(obj: bpy.types.Object, uid: int, last: _Seen, lean: Lean) -> bool:
     """Whether the rig, as its last full check saw it (`last`), can take lean updates."""
     program = lean.program
     check = cache.rig_checks.get(uid)
@@ -306,7 +306,7 @@ class _Own:
 
     taken: bool = False  # `take_channels` done
 
-    def take_channels(self, last: _Seen, lean: _Lean) -> None:
+    def take_channels(self, last: _Seen, lean: Lean) -> None:
         """The fingerprint's channel arrays (which the lean path writes whole) take the control bones' rows."""
         assert last.arrays is not None
         if self.taken:
@@ -315,7 +315,7 @@ class _Own:
             last.arrays[attr][lean.own] = now[lean.own]
         self.taken = True
 
-    def note(self, last: _Seen, lean: _Lean) -> None:
+    def note(self, last: _Seen, lean: Lean) -> None:
         """The fingerprint takes the control bones as they are now (after a lean solve: the full path's next
         check compares against them)."""
         assert last.arrays is not None and last.pose is not None and last.mats is not None
@@ -327,7 +327,7 @@ class _Own:
         last.channels = None
 
 
-def _own_moved(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean, read: dict[int, Matrix | F64]) -> _Own | None:
+def _own_moved(obj: bpy.types.Object, uid: int, last: _Seen, lean: Lean, read: dict[int, Matrix | F64]) -> _Own | None:
     """An update listed the armature: which of its control bones moved (their chains, and their world matrices
     put in `read` by fingerprint row), or None when anything else of the armature may have changed (a bone
     posed, its transform, rotation modes, bones, a bone's evaluated pose above a chain): the full path's."""
@@ -381,7 +381,7 @@ def _own_moved(obj: bpy.types.Object, uid: int, last: _Seen, lean: _Lean, read: 
 def recheck(uid: int) -> None:
     """Check the rig's compiled program again before its next use: recompiled if its plan or rotation modes
     changed, its chain geometry read afresh, its other conditions checked (`_check`)."""
-    lean: _Lean | None = cache.programs.get(uid)
+    lean: Lean | None = cache.programs.get(uid)
     if lean is not None:
         lean.checked = None
 
@@ -393,7 +393,7 @@ def solve_lean(obj: bpy.types.Object, uid: int, updated: set[int], again: frozen
     planned = cache.plans.get(uid)
     if last is None or planned is None:
         return False
-    lean: _Lean | None = cache.programs.get(uid)
+    lean: Lean | None = cache.programs.get(uid)
     listed = uid in updated or (lean.data_uid if lean is not None else obj.data.session_uid) in updated
     if listed and lean is not None and not lean.bones:
         # Posed, transformed, keyed, its settings or bones changed: the full path compares everything, and
@@ -518,7 +518,7 @@ def solve_lean(obj: bpy.types.Object, uid: int, updated: set[int], again: frozen
             return False  # broken inputs: the full path refuses them with a message
         cache.batch_solves[uid] = cache.batch_solves.get(uid, 0) + 1
     else:
-        outcomes = _lean_scalar(obj, lean, order, matrix, last.arrays, held)
+        outcomes = lean_scalar(obj, lean, order, matrix, last.arrays, held)
     # Only the translation (all the program reads): converting a whole Matrix costs ~17 us. A turned target
     # leaves its row's rotation stale, which can only make the next full check solve its chain again, to the
     # same pose.
@@ -542,7 +542,7 @@ def solve_lean(obj: bpy.types.Object, uid: int, updated: set[int], again: frozen
 
 
 def _goals(
-    lean: _Lean, program: Program, order: list[int], matrix: Callable[[bpy.types.Object, int], Matrix]
+    lean: Lean, program: Program, order: list[int], matrix: Callable[[bpy.types.Object, int], Matrix]
 ) -> tuple[dict[int, Matrix], dict[int, Matrix]]:
     """The world matrices of the targets and poles of links `order`, by chain index."""
     targets: dict[int, Matrix] = {}
@@ -556,9 +556,9 @@ def _goals(
     return targets, poles
 
 
-def _lean_scalar(
+def lean_scalar(
     obj: bpy.types.Object,
-    lean: _Lean,
+    lean: Lean,
     order: list[int],
     matrix: Callable[[bpy.types.Object, int], Matrix],
     channels: armature.Channels,
@@ -593,7 +593,7 @@ def _lean_scalar(
 
 def _lean_body(
     obj: bpy.types.Object,
-    lean: _Lean,
+    lean: Lean,
     found: body_live.Captured,
     order: list[int],
     matrix: Callable[[bpy.types.Object, int], Matrix],
@@ -639,7 +639,7 @@ def _lean_body(
         for attr in sorted(changed):
             pose_bones.foreach_set(attr, channels[attr].ravel())
         obj.update_tag(refresh={"DATA"})
-        # As `_lean_scalar`: the channels hold what Reach IK wrote, their FK values stand; the body root's
+        # As `lean_scalar`: the channels hold what Reach IK wrote, their FK values stand; the body root's
         # store takes its written channels (its home stands).
         rows = [(b, attr) for attr, bones in written.items() for b in bones]
         for b, attr in [*rows, *result.written]:
@@ -656,7 +656,7 @@ def _lean_body(
 
 
 def _moved_many(
-    lean: _Lean, mats: F64, touched: set[int], world: armature.WorldMatrices
+    lean: Lean, mats: F64, touched: set[int], world: armature.WorldMatrices
 ) -> tuple[list[int], dict[int, tuple[float, ...]]] | None:
     """`solve_lean`'s moved test for many chains at once: the chains among `touched` whose target or pole is no
     longer where the fingerprint's `mats` has it, and those objects' rows with where they are now; None when
@@ -685,7 +685,7 @@ def _moved_many(
 
 def _lean_batch(
     obj: bpy.types.Object,
-    lean: _Lean,
+    lean: Lean,
     order: list[int],
     channels: armature.Channels,
     held: fk.F32,

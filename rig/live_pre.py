@@ -1,0 +1,314 @@
+"""Drags solved before Blender evaluates them: one evaluation per update instead of two.
+
+A `depsgraph_update_post` handler sees a moved control only once Blender has evaluated the move, and the pose
+it writes costs a second evaluation of the armature: on the rig Set Up Character makes, ~0.13 ms each, half
+of what Blender's own IK costs for the whole update. Set Up Character's control bones hang from no bone and
+have no constraint or driver, so where Blender will put them is known before it evaluates: the bone's rest
+matrix times its channels (`Matrix.LocRotScale`). So `solve_before` (from `depsgraph_update_pre`), when the
+only channels that changed since the rig's last check are those of such control bones, solves their chains
+on the compiled program (`rig.live_program`, as a post update would) and writes the pose before the
+evaluation: one evaluation shows the moved control and the limb that follows it.
+
+Everything it assumed is checked after the evaluation (`check_after`, from `depsgraph_update_post`): the
+armature's world matrix, the evaluated pose of the bone above each solved chain, and each moved control where
+Blender put it (within float32 rounding of the prediction; a chain that says 'reached' must still be within
+its tolerance of the control as shown). Only then does the post handler skip the rig, after noting the
+controls as Blender shows them in its fingerprint. When a check fails, nothing is noted: the post handler finds
+the control moved and solves its chain again on what Blender shows (a second evaluation, as without this
+module), so a status never rests on a guess. Why a rig cannot take this path is decided once per compiled
+program check (`_guessable`): Full Body, controls with a parent, constraints or drivers, rigs other rigs follow
+or that follow others, an Influence below 1 (the program's own check), a stretch to undo.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import bpy
+import numpy as np
+from mathutils import Euler, Matrix, Quaternion, Vector
+from numpy.typing import NDArray
+
+from ..core.model import ChainOutcome, RigReport
+from . import armature, cache, fk
+from .fingerprint import Seen
+from .live_program import Lean, lean_order, lean_scalar
+from .props import rig_settings
+from .solve import store_status
+
+F64 = NDArray[np.float64]
+# A control Blender put farther than this (relative to the armature's size) from where it was predicted is a
+# failed guess: float32 rounding of rest @ basis is ~1e-7; anything more means the prediction was wrong.
+_NEAR = 1e-5
+
+
+@dataclass
+class _Ready:
+    """What a rig's guesses need, worked out once per check of its compiled program (`_guessable`)."""
+
+    checked: Seen  # the fingerprint the program's check was for
+    rest: dict[int, Matrix]  # control bone -> its rest matrix (armature space)
+    rows: dict[int, list[int]]  # control bone -> the fingerprint rows (target or pole) it fills
+    attrs: tuple[tuple[str, int], ...]  # the channels compared, in the fingerprint's order
+    buffer: NDArray[np.float32]  # every channel of every bone, read into one buffer
+    before: NDArray[np.float32]  # the same as the fingerprint holds them: its channel arrays are views of it
+    slices: dict[str, NDArray[np.float32]]  # attr -> its part of `buffer`, flat
+    shaped: dict[str, NDArray[np.float32]]  # attr -> the same, (bones, width)
+    bone_at: NDArray[np.int64]  # position in `buffer` -> its bone
+    world: Matrix  # the armature's world matrix the fingerprint holds
+    near: float  # `_Guess.near`
+    turn: float  # `_Guess.turn`
+
+
+@dataclass
+class _Guess:
+    """What a solve before the evaluation assumed (`check_after` compares it with what Blender shows)."""
+
+    last: Seen
+    world: Matrix  # the armature's world matrix, as the solve read it
+    near: float  # how far (world space) Blender may put a control from its prediction: float32 rounding
+    turn: float  # the same for the entries of its rotation and scale
+    parents: dict[int, Matrix]  # bone above a solved chain -> its pose as the solve read it
+    predicted: dict[int, Matrix]  # fingerprint row of a moved control -> its world matrix as predicted
+    outcomes: dict[int, ChainOutcome]
+
+
+def _guessable(obj: bpy.types.Object, uid: int, lean: Lean, last: Seen) -> _Ready | None:
+    """The rig's `_Ready` for the fingerprint its program was last checked against, or None when its controls'
+    pose cannot be predicted from their channels (worked out once per fingerprint: `cache.guess_ready`)."""
+    hit = cache.guess_ready.get(uid)
+    if hit is None or hit[0] is not last:
+        hit = cache.guess_ready[uid] = (last, _work_out(obj, lean, last))
+    ready: _Ready | None = hit[1]
+    return ready
+
+
+def _work_out(obj: bpy.types.Object, lean: Lean, last: Seen) -> _Ready | None:
+    if lean.body or not lean.own or last.arrays is None:
+        return None
+    pbs = obj.pose.bones
+    anim = obj.animation_data
+    driven = {d.data_path for d in anim.drivers} if anim is not None else set()
+    rest: dict[int, Matrix] = {}
+    for b in lean.own:
+        pb = pbs[b]
+        if pb.parent is not None or len(pb.constraints) or not pb.bone.use_local_location:
+            return None  # its pose depends on more than its channels, or on them otherwise than rest @ basis
+        prefix = f'pose.bones["{bpy.utils.escape_identifier(pb.name)}"]'
+        if any(path.startswith(prefix) for path in driven):
+            return None  # a driver sets its channels as Blender evaluates
+        rest[b] = pb.bone.matrix_local.copy()
+    rows: dict[int, list[int]] = {}
+    for row, bone in lean.row_bone.items():
+        rows.setdefault(bone, []).append(row)
+    attrs = tuple((attr, int(a.shape[1])) for attr, a in last.arrays.items())
+    n = len(pbs)
+    if any(a.shape[0] != n for a in last.arrays.values()):
+        return None
+    buffer = np.empty(sum(n * w for _a, w in attrs), dtype=np.float32)
+    # The fingerprint's channel arrays become views of one buffer (same values; every later change to them is
+    # in place), so a guess compares every channel in one operation.
+    before = np.concatenate([a.ravel() for a in last.arrays.values()])
+    slices, shaped, at = {}, {}, 0
+    owners = []
+    for attr, width in attrs:
+        part = buffer[at : at + n * width]
+        slices[attr], shaped[attr] = part, part.reshape(n, width)
+        last.arrays[attr] = before[at : at + n * width].reshape(n, width)
+        owners.append(np.repeat(np.arange(n, dtype=np.int64), width))
+        at += n * width
+    world = np.frombuffer(last.world, dtype=np.float64).reshape(4, 4)
+    # Float32 rounding of rest @ basis at the armature's size (its scale times its bones' reach).
+    scale = max(float(np.abs(world[:3, :3]).max()), 1e-12)
+    near = _NEAR * scale * max(float(np.abs(last.pose[:, :3, 3]).max()), 1.0) if last.pose is not None else 0.0
+    return _Ready(
+        last,
+        rest,
+        rows,
+        attrs,
+        buffer,
+        before,
+        slices,
+        shaped,
+        np.concatenate(owners),
+        Matrix(world.tolist()),
+        near,
+        _NEAR * scale,
+    )
+
+
+def _basis(ready: _Ready, b: int, mode: int) -> Matrix:
+    """Bone b's channels as a matrix (Blender's `BKE_pchan_to_mat4`)."""
+    loc = Vector(ready.shaped["location"][b].tolist())
+    scale = Vector(ready.shaped["scale"][b].tolist())
+    name = armature.MODE_NAMES[mode]
+    rot: Quaternion | Euler
+    if name == "QUATERNION":
+        rot = Quaternion(ready.shaped["rotation_quaternion"][b].tolist()).normalized()
+    elif name == "AXIS_ANGLE":
+        angle, *axis = ready.shaped["rotation_axis_angle"][b].tolist()
+        rot = Quaternion(Vector(axis).normalized(), angle)
+    else:
+        rot = Euler(ready.shaped["rotation_euler"][b].tolist(), name)
+    return Matrix.LocRotScale(loc, rot, scale)
+
+
+def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool:
+    """From `depsgraph_update_pre`: when only control bones of `obj` moved since its last check, solve their
+    chains (and `again`: chains a cut search left) and write the pose now; False (nothing written) otherwise."""
+    cache.guesses.pop(uid, None)  # a guess no post update checked: its fingerprint was not noted, nothing to undo
+    last: Seen | None = cache.fingerprints.get(uid)
+    lean: Lean | None = cache.programs.get(uid)
+    if last is None or lean is None or lean.checked is not last or not lean.ok or isinstance(lean.program, str):
+        return False
+    if last.arrays is None or last.mats is None or last.pose is None or cache.hangs.get(uid):
+        return False
+    ready = _guessable(obj, uid, lean, last)
+    if ready is None:
+        return False
+    if any(last.arrays[attr].base is not ready.before for attr, _w in ready.attrs):
+        return False  # not the arrays `_work_out` made views of (a fingerprint's arrays change in place only)
+    pbs = obj.pose.bones
+    for attr, _width in ready.attrs:
+        pbs.foreach_get(attr, ready.slices[attr])
+    moved_bones = set(ready.bone_at[np.flatnonzero(ready.buffer != ready.before)].tolist())
+    if not moved_bones and not again:
+        return False  # nothing of ours moved: the post handler checks what did
+    if not moved_bones.issubset(ready.rest) or not again <= lean.chains.keys():
+        return False  # a bone posed by hand (or a NaN): the post handler's
+    modes = armature.rotation_mode_values(obj)
+    if modes.tobytes() != lean.modes:
+        return False
+    world = obj.matrix_world.copy()
+    if world != ready.world:
+        return False
+    predicted: dict[int, Matrix] = {}
+    changed = set(again)
+    for b in moved_bones:
+        at = ready.rest[b] @ _basis(ready, b, int(modes[b]))
+        m = world @ at
+        t = m.translation
+        if not abs(t.x) + abs(t.y) + abs(t.z) < 1e30:
+            return False  # NaN or infinite: the full path refuses it with a message
+        for row in ready.rows.get(b, ()):
+            predicted[row] = m
+            changed.add(lean.row_chain[row])
+    if not changed:
+        return False
+    program = lean.program
+    order = program.closure(changed)
+    if order is None:
+        return False
+    text = obj.get(fk.NAMES_KEY)
+    held = fk.array_of(obj.get(fk.ROWS_KEY))
+    if text != lean.store_names or held is None or held.shape[0] != lean.store_size:
+        return False
+    # The bone above each chain, as the last evaluation left it: the solve assumes Blender puts it there again
+    # (`check_after`); those below a chain solved now move with it, as the program carries them.
+    parents: dict[int, Matrix] = {}
+    posed = {b for j in order for b in program.links[j].posed}
+    sk = program.snap.sk
+    for j in order:
+        p = program.links[j].parent
+        if p >= 0 and p not in posed and posed.isdisjoint(sk.ancestors(p)):
+            parents[p] = pbs[p].matrix.copy()
+
+    def matrix(ob: bpy.types.Object, row: int) -> Matrix:
+        m = predicted.get(row)
+        if m is not None:
+            return m
+        bone = lean.row_bone.get(row)
+        return ob.matrix_world.copy() if bone is None else world @ pbs[bone].matrix
+
+    # The channel arrays the program writes into hold what the user set on the controls (nothing else differs).
+    ready.before[:] = ready.buffer
+    lean_order[:] = [program.links[j].chain.index for j in order]
+    outcomes = lean_scalar(obj, lean, order, matrix, last.arrays, held)
+    last.channels = None
+    cache.stats[uid] = cache.stats.get(uid, 0) + 1
+    cache.program_solves[uid] = cache.program_solves.get(uid, 0) + 1
+    cache.checks[uid] = cache.checks.get(uid, 0) + 1
+    counts = cache.chain_solves.setdefault(uid, {})
+    for i in outcomes:
+        counts[i] = counts.get(i, 0) + 1
+    shown_before = cache.outcomes.get(uid, {})
+    shown = dict(shown_before)
+    shown.update(outcomes)
+    cache.outcomes[uid] = shown
+    store_status(obj, RigReport(outcomes=shown), shown_before, outcomes)
+    cache.guesses[uid] = _Guess(last, world, ready.near, ready.turn, parents, predicted, outcomes)
+    cache.guessed[uid] = cache.guessed.get(uid, 0) + 1
+    return True
+
+
+def check_after(obj: bpy.types.Object, uid: int) -> bool:
+    """From `depsgraph_update_post`: whether the guess `solve_before` made for `obj` holds in the pose Blender
+    evaluated; if so, the rig's fingerprint takes the controls where Blender put them (the update is done).
+    False when there was no guess, or it failed: the post handler solves the rig as usual."""
+    guess: _Guess | None = cache.guesses.pop(uid, None)
+    if guess is None:
+        return False
+    last: Seen | None = cache.fingerprints.get(uid)
+    lean: Lean | None = cache.programs.get(uid)
+    if last is not guess.last or lean is None or lean.checked is not last or last.mats is None or last.pose is None:
+        return False
+    world = obj.matrix_world
+    if world != guess.world:
+        return False
+    pbs = obj.pose.bones
+    for p, m in guess.parents.items():
+        if pbs[p].matrix != m:
+            return False  # the bone above a chain moved as Blender evaluated (a constraint, a driver)
+    slack = 0.0
+    noted: dict[int, tuple[int, Matrix]] = {}
+    for row, predicted in guess.predicted.items():
+        bone = lean.row_bone[row]
+        shown = pbs[bone].matrix
+        off = world @ shown - predicted
+        moved = off.translation.length
+        if not moved <= guess.near:
+            # Blender put the control elsewhere than its channels said (a constraint or driver added since the
+            # rig's controls were looked at): looked at again before the next guess.
+            cache.guess_ready.pop(uid, None)
+            return False
+        # Its rotation matters only to a chain that takes the control's orientation (Target Rotation).
+        if row in lean.turned and max(abs(x) for c in off.to_3x3().col for x in c) > guess.turn:
+            cache.guess_ready.pop(uid, None)
+            return False
+        slack = max(slack, moved)
+        noted[row] = (bone, shown.copy())
+    tolerance = rig_settings(obj).tolerance
+    if slack and any(out.reached and out.residual + slack > tolerance for out in guess.outcomes.values()):
+        return False  # 'reached' on the prediction, maybe not on the control as shown: solved again
+    # The fingerprint takes the controls as Blender shows them, at the rig's next check (`note`): numpy work
+    # a drag of many updates does once, at its end.
+    hit = cache.notes.get(uid)
+    if hit is not None and hit[0] is last:
+        hit[1].update(noted)
+    else:
+        cache.notes[uid] = (last, noted)
+    return True
+
+
+def note(uid: int) -> None:
+    """The controls Blender showed after the guesses `check_after` accepted, into the rig's fingerprint (as
+    `_Own.note` puts them: float64 from the float32 values, the world matrix times their pose), so its next
+    check compares like with like."""
+    hit = cache.notes.pop(uid, None)
+    if hit is None:
+        return
+    last, noted = hit
+    lean: Lean | None = cache.programs.get(uid)
+    if cache.fingerprints.get(uid) is not last or lean is None or last.mats is None or last.pose is None:
+        return  # the fingerprint was replaced (or dropped): it has its own reading
+    rows = list(noted)
+    bones = [noted[row][0] for row in rows]
+    pose = np.array([[r[:] for r in noted[row][1]] for row in rows], dtype=np.float64)
+    now = last.mats[0] @ pose
+    last.pose[bones] = pose
+    last.mats[rows] = now
+    for k, row in enumerate(rows):
+        lean.seen[row] = tuple(now[k, :3, 3].tolist())
+    roots = cache.roots.get(uid)
+    if roots is not None:
+        last.roots = last.pose[roots[2]].tobytes()
