@@ -66,6 +66,11 @@ F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 _IDENTITY_ROWS = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
 _ULPS8 = 8.0 * 2.0**-23  # as rig.armature._few_to_channels
+# A limited limb's analytic pose is not finished when its lower bone's head is farther than this from where it
+# could still put the tip within the tolerance: the tolerance itself, and float32 rounding of the chain's size
+# (the tip test measures on mathutils' float32 frames).
+_MISS = 1.0
+_MISS_F32 = 1e-5
 
 
 class _Rows:
@@ -363,12 +368,18 @@ class Program:
             if step is None:
                 if chain.distance <= ZERO_LENGTH * max(chain.total, 1.0):
                     solved, iterations, code = None, 0, UNREACHABLE
-                else:
+                elif not limited:
                     solved, iterations, code = two_bone(chain, keep[0] @ shape.offsets[0]), 0, CONVERGED
-                    if limited:
-                        solved = self._limited_two_bone(
-                            link, shape, chain, solved, keep, base, pole_at, root, tolerance
-                        )
+                else:
+                    # Under limits, the analytic pose matters only when it reaches the target (else the closed
+                    # form and the stage take over): its lower bone is not limited when its head already rules
+                    # that out (`two_bone`'s `miss`), and the full pose is made only if the stage needs it.
+                    miss = _MISS * tolerance + _MISS_F32 * chain.total
+                    analytic = two_bone(chain, keep[0] @ shape.offsets[0], miss)
+                    solved = self._limited_two_bone(
+                        link, shape, chain, analytic or None, keep, base, pole_at, root, tolerance
+                    )
+                    iterations, code = 0, CONVERGED
             else:
                 head = Vector()
                 relative = [[0.0, 0.0, 0.0]]
@@ -542,19 +553,21 @@ class Program:
         link: Link,
         shape: Chain,
         chain: Chain,
-        solved: list[Quaternion],
+        solved: list[Quaternion] | None,
         keep: list[Quaternion],
         base: Quaternion,
         pole_at: list[float] | None,
         root: tuple[float, float, float],
         tolerance: float,
     ) -> list[Quaternion]:
-        """A two-bone limb whose analytic pose the limits moved off its target: solved again as the full
-        solve solves it (`solvers.two_bone`: the closed form under limits, then the global stage for what
-        it leaves), on a one-chain problem relative to the root, so the program and the full solve agree."""
-        tip = solved[0] @ shape.offsets[0] + solved[1] @ shape.offsets[1]
-        if math.dist(_xyz(tip), chain.target64) <= tolerance:
-            return solved
+        """A two-bone limb under limits: its analytic pose (`solved`; None when it provably misses the target)
+        if it reaches the target, else solved again as the full solve solves it (`solvers.two_bone`: the
+        closed form under limits, then the global stage for what it leaves), on a one-chain problem relative
+        to the root, so the program and the full solve agree."""
+        if solved is not None:
+            tip = solved[0] @ shape.offsets[0] + solved[1] @ shape.offsets[1]
+            if math.dist(_xyz(tip), chain.target64) <= tolerance:
+                return solved
         # The closed form on mathutils first (as the scalar solver); only what it leaves takes the numpy
         # solve with its global stage.
         if applies(chain):
@@ -568,7 +581,9 @@ class Program:
                 # target stands still (the rig layer solves it again then).
                 return closed
         elif defer_stage():
-            return solved
+            return solved or two_bone(chain, keep[0] @ shape.offsets[0])
+        if solved is None:
+            solved = two_bone(chain, keep[0] @ shape.offsets[0])  # the stage starts from it
         offsets = np.array([_xyz(o) for o in shape.offsets], dtype=np.float64)[None]
         frames = np.array([_rows(q.to_matrix()) for q in keep], dtype=np.float64)[None]
         positions = np.zeros((1, 3, 3))

@@ -36,13 +36,21 @@ class Skeleton:
     # Names, rest data and flags as read (see `_structure`): equal keys mean equal skeletons.
     key: bytes = b""
 
-    def ancestors(self, b: int) -> list[int]:
-        out = []
-        p = int(self.parent[b])
-        while p >= 0:
-            out.append(p)
-            p = int(self.parent[p])
-        return out
+    # Bone -> its ancestors, nearest first (`ancestors`): worked out once per skeleton, as live updates ask for
+    # them on every check.
+    _ancestors: dict[int, tuple[int, ...]] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def ancestors(self, b: int) -> tuple[int, ...]:
+        """Bone b's parent, its parent's parent, ... up to a root."""
+        hit = self._ancestors.get(b)
+        if hit is None:
+            out = []
+            p = int(self.parent[b])
+            while p >= 0:
+                out.append(p)
+                p = int(self.parent[p])
+            hit = self._ancestors[b] = tuple(out)
+        return hit
 
     def scale_modes(self) -> I64:
         """(B,) `inherit_scale` codes, FULL for every bone when they were not read."""

@@ -285,17 +285,21 @@ def _select(
         assert last.mats is not None and last.arrays is not None and seen.arrays is not None
         sk = reads.sk
         # Which inputs changed, found with a few whole-array comparisons (NaN counts as changed).
-        moved_rows = set(np.flatnonzero((objects.mats != last.mats).any(axis=(1, 2))).tolist())
+        # (An array whose bytes compare equal, as most do, skips the row-by-row test.)
+        moved_rows: set[int] = set()
+        if objects.mats.tobytes() != last.mats.tobytes():
+            moved_rows.update(np.flatnonzero((objects.mats != last.mats).any(axis=(1, 2))).tolist())
         posed: set[int] = set()
         for attr, now in seen.arrays.items():
-            posed.update(np.flatnonzero((now != last.arrays[attr]).any(axis=1)).tolist())
-        if seen.pose is not None and last.pose is not None:
+            before = last.arrays[attr]
+            if now.tobytes() != before.tobytes():
+                posed.update(np.flatnonzero((now != before).any(axis=1)).tolist())
+        if seen.pose is not None and last.pose is not None and seen.pose.tobytes() != last.pose.tobytes():
             posed.update(np.flatnonzero((seen.pose != last.pose).any(axis=(1, 2))).tolist())
-        if posed:
-            rows = sorted(posed)
-            if not all(np.isfinite(now[rows]).all() for now in seen.arrays.values()):
-                # A NaN on any bone (one in no chain too) refuses the whole rig: the full solve's check says so.
-                return list(plan.groups)
+        # A NaN on any bone (one in no chain too) refuses the whole rig: the full solve's check says so. (Rows
+        # that did not change were finite at the last check, or it refused them and the rig is solved again.)
+        if posed and not all(np.isfinite(now).all() for now in seen.arrays.values()):
+            return list(plan.groups)
         # Chains the last solve refused (a NaN target its own chain, a NaN bone pose every chain of the rig) were
         # not solved on the inputs it saw: whatever changed since, they are solved again.
         refused = {i for i, out in cache.outcomes.get(obj.session_uid, {}).items() if not out.valid}

@@ -164,7 +164,7 @@ def _polish(table: ConeTable, q: int, i: int, dx: float, dy: float, dz: float) -
     i_hi = min(i + 1, _N)
     lo = _PSI[q][i_lo]
     fz = [dx * x + dy * y + dz * z for x, y, z in table.zoomed(q, i_lo, i_hi)]
-    j = max(range(_ZOOM), key=fz.__getitem__)  # the first of equal maxima, as np.argmax
+    j = fz.index(max(fz))  # the first of equal maxima, as np.argmax
     last = _ZOOM - 1
     jl, jr = max(j - 1, 0), min(j + 1, last)
     step = (i_hi - i_lo) * (_H / last)
@@ -228,6 +228,8 @@ def nearest(dx: float, dy: float, dz: float, table: ConeTable) -> Vec3:
         row = f[q]
         bound = best + 1e-7 + table.reach[q]
         floor = math.cos(bound) if bound < math.pi else -math.inf
+        if max(row) < floor:
+            continue  # no sample of this arc is kept
         for i in range(_N + 1):
             v = row[i]
             if v < floor or (i > 0 and v < row[i - 1]) or (i < _N and v < row[i + 1]):

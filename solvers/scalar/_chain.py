@@ -347,9 +347,14 @@ def limit_frame(ref: Quaternion, frame: Quaternion, limit: BoneLimit) -> Quatern
     return product(ref, rel) if changed else frame
 
 
-def sweep(c: Chain, aims: Positions) -> tuple[Positions, Frames]:
+def sweep(c: Chain, aims: Positions, miss: float | None = None) -> tuple[Positions, Frames]:
     """Place the chain root to tip, each bone aimed at its aim point, rolled and limited
-    (``frames.forward_sweep``): positions from the frames, ``head + frame @ offset``."""
+    (``frames.forward_sweep``): positions from the frames, ``head + frame @ offset``.
+
+    With ``miss``: once the last bone's head is placed, if its distance to the last aim point differs from the
+    last segment's length by more than ``miss``, no frame of the last bone can bring the tip within ``miss`` of
+    that point (the triangle inequality): the sweep stops there and returns no frames (empty lists), sparing the
+    last bone's limits."""
     positions = [c.root]
     frames: Frames = []
     keep_mode = c.roll_mode == "KEEP"
@@ -384,6 +389,9 @@ def sweep(c: Chain, aims: Positions) -> tuple[Positions, Frames]:
         head = head + frame @ c.offsets[i]
         positions.append(head)
         parent = frame
+        if miss is not None and i == c.n - 2:
+            if abs((aims[-1] - head).length - c.offsets[i + 1].length) > miss:
+                return [], []
     return positions, frames
 
 
@@ -916,11 +924,12 @@ def bend_side(c: Chain, elbow_now: Vector | list[float]) -> _f64.Vec3:
     return side
 
 
-def two_bone(c: Chain, elbow_now: Vector | list[float]) -> Frames:
+def two_bone(c: Chain, elbow_now: Vector | list[float], miss: float | None = None) -> Frames:
     """The analytic two-bone pose (``two_bone.solve_two_bone`` for one chain whose target is off the
     root): the law of cosines and the elbow on Python floats; the bend plane from the hint, else the
     current bend (``elbow_now``, relative to the root), else the fallback bend; frames, roll and limits
-    from one sweep."""
+    from one sweep. With ``miss``: no frames (an empty list) when the limited upper bone leaves the tip
+    provably farther than ``miss`` from the target (`sweep`), whatever the lower bone's limits make of it."""
     tx, ty, tz = c.target64
     d = c.distance
     cx, cy, cz = tx / d, ty / d, tz / d
@@ -929,4 +938,4 @@ def two_bone(c: Chain, elbow_now: Vector | list[float]) -> Frames:
     cos_a = min(max((l1 * l1 + d * d - l2 * l2) / (2.0 * l1 * d), -1.0), 1.0)
     a, b = cos_a * l1, math.sqrt(1.0 - cos_a * cos_a) * l1
     elbow = Vector((cx * a + side[0] * b, cy * a + side[1] * b, cz * a + side[2] * b))
-    return sweep(c, [c.root, elbow, c.target])[1]
+    return sweep(c, [c.root, elbow, c.target], miss)[1]
