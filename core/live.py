@@ -51,7 +51,7 @@ from ..solvers.scalar._chain import (
     solve_chains,
     two_bone,
 )
-from ..solvers.scalar._closed import applies, two_bone_limited
+from ..solvers.scalar._closed import Limb, applies, two_bone_limited
 from ..solvers.search import defer_stage, refine
 from ..solvers.types import CONVERGED, STALLED, STATUS_NAMES, UNREACHABLE, ZERO_LENGTH, ChainProblem, SolveResult
 from . import convert
@@ -172,12 +172,14 @@ class Program:
         # Link -> a chain of its bones holding their local geometry, built on first use: it holds while the
         # bones' rest data, scale and location do, which the rig layer guarantees until it calls `forget`.
         self.shapes: dict[int, Chain] = {}
+        self.limbs: dict[int, Limb] = {}  # link -> its closed form's geometry (`two_bone_limited`), with `shapes`
         self.many: dict[tuple[int, ...], _Many | None] = {}  # links -> their batches (None: not batchable)
         self.refused: dict[int, str] = {}  # chains left to the full solve (chain index -> why)
 
     def forget(self) -> None:
         """The bones' local geometry may have changed (a channel other than rotation, or the rest pose)."""
         self.shapes.clear()
+        self.limbs.clear()
 
     @classmethod
     def build(cls, snap: Snapshot, modes: list[str]) -> Program | str:
@@ -377,7 +379,7 @@ class Program:
                     miss = _MISS * tolerance + _MISS_F32 * chain.total
                     analytic = two_bone(chain, keep[0] @ shape.offsets[0], miss)
                     solved = self._limited_two_bone(
-                        link, shape, chain, analytic or None, keep, base, pole_at, root, tolerance
+                        i, link, shape, chain, analytic or None, keep, base, pole_at, root, tolerance
                     )
                     iterations, code = 0, CONVERGED
             else:
@@ -550,6 +552,7 @@ class Program:
 
     def _limited_two_bone(
         self,
+        i: int,
         link: Link,
         shape: Chain,
         chain: Chain,
@@ -571,7 +574,10 @@ class Program:
         # The closed form on mathutils first (as the scalar solver); only what it leaves takes the numpy
         # solve with its global stage.
         if applies(chain):
-            closed, settled = two_bone_limited(chain, bend_side(chain, keep[0] @ shape.offsets[0]))
+            limb = self.limbs.get(i)
+            if limb is None:
+                limb = self.limbs[i] = Limb(chain)
+            closed, settled = two_bone_limited(chain, bend_side(chain, keep[0] @ shape.offsets[0]), limb)
             # As `solvers.two_bone.settle`: a pose the limits left on its target needs no search.
             end = closed[0] @ shape.offsets[0] + closed[1] @ shape.offsets[1]
             if settled or math.dist(_xyz(end), chain.target64) <= tolerance:

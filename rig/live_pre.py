@@ -50,8 +50,9 @@ class _Ready:
     rest: dict[int, Matrix]  # control bone -> its rest matrix (armature space)
     rows: dict[int, list[int]]  # control bone -> the fingerprint rows (target or pole) it fills
     attrs: tuple[tuple[str, int], ...]  # the channels compared, in the fingerprint's order
-    buffer: NDArray[np.float32]  # every channel of every bone, read into one buffer
-    before: NDArray[np.float32]  # the same as the fingerprint holds them: its channel arrays are views of it
+    modes: bytes  # the rotation modes `attrs` was chosen for
+    buffer: NDArray[np.float32]  # the channels `attrs` of every bone, read into one buffer
+    before: NDArray[np.float32]  # every channel as the fingerprint holds it (its arrays are views of it), `attrs` first
     slices: dict[str, NDArray[np.float32]]  # attr -> its part of `buffer`, flat
     shaped: dict[str, NDArray[np.float32]]  # attr -> the same, (bones, width)
     bone_at: NDArray[np.int64]  # position in `buffer` -> its bone
@@ -71,13 +72,14 @@ class _Guess:
     parents: dict[int, Matrix]  # bone above a solved chain -> its pose as the solve read it
     predicted: dict[int, Matrix]  # fingerprint row of a moved control -> its world matrix as predicted
     outcomes: dict[int, ChainOutcome]
+    posed: list[tuple[int, str]]  # (bone, rotation channel) of every bone the solve posed
 
 
 def _guessable(obj: bpy.types.Object, uid: int, lean: Lean, last: Seen) -> _Ready | None:
     """The rig's `_Ready` for the fingerprint its program was last checked against, or None when its controls'
     pose cannot be predicted from their channels (worked out once per fingerprint: `cache.guess_ready`)."""
     hit = cache.guess_ready.get(uid)
-    if hit is None or hit[0] is not last:
+    if hit is None or hit[0] is not last or (hit[1] is not None and hit[1].modes != lean.modes):
         hit = cache.guess_ready[uid] = (last, _work_out(obj, lean, last))
     ready: _Ready | None = hit[1]
     return ready
@@ -101,21 +103,31 @@ def _work_out(obj: bpy.types.Object, lean: Lean, last: Seen) -> _Ready | None:
     rows: dict[int, list[int]] = {}
     for row, bone in lean.row_bone.items():
         rows.setdefault(bone, []).append(row)
-    attrs = tuple((attr, int(a.shape[1])) for attr, a in last.arrays.items())
     n = len(pbs)
     if any(a.shape[0] != n for a in last.arrays.values()):
         return None
-    buffer = np.empty(sum(n * w for _a, w in attrs), dtype=np.float32)
+    # The channels a guess reads and compares: location, scale and the rotation channels some bone's mode uses
+    # (a change to a channel no mode uses moves nothing; the full path's next check still sees it).
+    used = {
+        armature.rotation_channel(armature.MODE_NAMES[v])[0] for v in set(np.frombuffer(lean.modes, np.int32).tolist())
+    }
+    widths = {attr: int(a.shape[1]) for attr, a in last.arrays.items()}
+    order = sorted(widths, key=lambda attr: attr not in used and attr not in ("location", "scale"))
+    attrs = tuple((attr, widths[attr]) for attr in order if attr in used or attr in ("location", "scale"))
+    size = sum(n * w for _a, w in attrs)
+    buffer = np.empty(size, dtype=np.float32)
     # The fingerprint's channel arrays become views of one buffer (same values; every later change to them is
-    # in place), so a guess compares every channel in one operation.
-    before = np.concatenate([a.ravel() for a in last.arrays.values()])
+    # in place), the channels a guess reads first, so it compares them in one operation.
+    before = np.concatenate([last.arrays[attr].ravel() for attr in order])
     slices, shaped, at = {}, {}, 0
     owners = []
-    for attr, width in attrs:
-        part = buffer[at : at + n * width]
-        slices[attr], shaped[attr] = part, part.reshape(n, width)
+    for attr in order:
+        width = widths[attr]
+        if at < size:
+            part = buffer[at : at + n * width]
+            slices[attr], shaped[attr] = part, part.reshape(n, width)
+            owners.append(np.repeat(np.arange(n, dtype=np.int64), width))
         last.arrays[attr] = before[at : at + n * width].reshape(n, width)
-        owners.append(np.repeat(np.arange(n, dtype=np.int64), width))
         at += n * width
     world = np.frombuffer(last.world, dtype=np.float64).reshape(4, 4)
     # Float32 rounding of rest @ basis at the armature's size (its scale times its bones' reach).
@@ -126,6 +138,7 @@ def _work_out(obj: bpy.types.Object, lean: Lean, last: Seen) -> _Ready | None:
         rest,
         rows,
         attrs,
+        lean.modes,
         buffer,
         before,
         slices,
@@ -166,12 +179,13 @@ def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool
     ready = _guessable(obj, uid, lean, last)
     if ready is None:
         return False
-    if any(last.arrays[attr].base is not ready.before for attr, _w in ready.attrs):
+    if any(a.base is not ready.before for a in last.arrays.values()):
         return False  # not the arrays `_work_out` made views of (a fingerprint's arrays change in place only)
     pbs = obj.pose.bones
     for attr, _width in ready.attrs:
         pbs.foreach_get(attr, ready.slices[attr])
-    moved_bones = set(ready.bone_at[np.flatnonzero(ready.buffer != ready.before)].tolist())
+    size = ready.buffer.shape[0]
+    moved_bones = set(ready.bone_at[np.flatnonzero(ready.buffer != ready.before[:size])].tolist())
     if not moved_bones and not again:
         return False  # nothing of ours moved: the post handler checks what did
     if not moved_bones.issubset(ready.rest) or not again <= lean.chains.keys():
@@ -221,9 +235,17 @@ def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool
         return ob.matrix_world.copy() if bone is None else world @ pbs[bone].matrix
 
     # The channel arrays the program writes into hold what the user set on the controls (nothing else differs).
-    ready.before[:] = ready.buffer
+    ready.before[:size] = ready.buffer
     lean_order[:] = [program.links[j].chain.index for j in order]
     outcomes = lean_scalar(obj, lean, order, matrix, last.arrays, held)
+    # Every bone the solve posed, with the channel its pose is in: the evaluation must leave them as they are.
+    solved = [
+        (b, attr)
+        for j in order
+        for b, (attr, _mode) in zip(
+            program.links[j].posed, [*program.links[j].channel, program.links[j].tip_channel], strict=False
+        )
+    ]
     last.channels = None
     cache.stats[uid] = cache.stats.get(uid, 0) + 1
     cache.program_solves[uid] = cache.program_solves.get(uid, 0) + 1
@@ -236,7 +258,7 @@ def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool
     shown.update(outcomes)
     cache.outcomes[uid] = shown
     store_status(obj, RigReport(outcomes=shown), shown_before, outcomes)
-    cache.guesses[uid] = _Guess(last, world, ready.near, ready.turn, parents, predicted, outcomes)
+    cache.guesses[uid] = _Guess(last, world, ready.near, ready.turn, parents, predicted, outcomes, solved)
     cache.guessed[uid] = cache.guessed.get(uid, 0) + 1
     return True
 
@@ -250,7 +272,7 @@ def check_after(obj: bpy.types.Object, uid: int) -> bool:
         return False
     last: Seen | None = cache.fingerprints.get(uid)
     lean: Lean | None = cache.programs.get(uid)
-    if last is not guess.last or lean is None or lean.checked is not last or last.mats is None or last.pose is None:
+    if last is not guess.last or lean is None or lean.checked is not last or last.arrays is None:
         return False
     world = obj.matrix_world
     if world != guess.world:
@@ -259,6 +281,9 @@ def check_after(obj: bpy.types.Object, uid: int) -> bool:
     for p, m in guess.parents.items():
         if pbs[p].matrix != m:
             return False  # the bone above a chain moved as Blender evaluated (a constraint, a driver)
+    for b, attr in guess.posed:
+        if list(getattr(pbs[b], attr)) != last.arrays[attr][b].tolist():
+            return False  # the evaluation set a bone the solve posed (animation or a driver written back)
     slack = 0.0
     noted: dict[int, tuple[int, Matrix]] = {}
     for row, predicted in guess.predicted.items():

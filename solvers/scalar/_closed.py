@@ -39,10 +39,26 @@ def _radius(cone: Cone | None, ex: float, ez: float) -> float:
     return math.pi if cone is None else swing_radius(cone, ex, ez)
 
 
-class _Limb:
-    """One limb's constant geometry for the closed form: the fold plane, range and the bones' limits."""
+class Limb:
+    """One limb's constant geometry for the closed form: the fold plane, range and the bones' limits (all but
+    `ref0`, the upper bone's reference frame, hold while the chain's shape does: `rebased`)."""
 
     __slots__ = ("a0", "along", "bound", "c", "c_cone", "high", "lim0", "lim1", "low", "n", "q1", "ref0")
+
+    def rebased(self, c: Chain) -> Limb:
+        """This limb's geometry for chain `c` of the same shape (its parent's frame may have turned)."""
+        out = Limb.__new__(Limb)
+        out.a0, out.along, out.bound, out.c, out.c_cone, out.high = (
+            self.a0,
+            self.along,
+            self.bound,
+            self.c,
+            self.c_cone,
+            self.high,
+        )
+        out.lim0, out.lim1, out.low, out.n, out.q1 = self.lim0, self.lim1, self.low, self.n, self.q1
+        out.ref0 = product(c.base, c.ref_local[0])
+        return out
 
     def __init__(self, c: Chain) -> None:
         limits = c.limits
@@ -75,7 +91,7 @@ class _Limb:
 
 
 def _upper(
-    c: Chain, limb: _Limb, chord: Vector, bend: Vector, cos_a: float, sin_a: float, reach: float, u: Vector
+    c: Chain, limb: Limb, chord: Vector, bend: Vector, cos_a: float, sin_a: float, reach: float, u: Vector
 ) -> tuple[Quaternion, Vector, Vector]:
     """``two_bone_limits._upper`` for one chain: the upper frame, the tip and the lower bone's direction."""
     elbow = (chord * cos_a + bend * sin_a) * c.lengths[0]
@@ -102,7 +118,7 @@ def _upper(
     return _twist_into_range(limb, product(g, Quaternion(a0, tau)), d2), tip, d2
 
 
-def _twist_into_range(limb: _Limb, f1: Quaternion, d2: Vector) -> Quaternion:
+def _twist_into_range(limb: Limb, f1: Quaternion, d2: Vector) -> Quaternion:
     """``two_bone_limits._twist_into_range`` for one limb: the upper twist clamped to its range where the
     lower bone stays inside its cone at the clamped twist."""
     if limb.lim0 is None or limb.lim0[1] is None or not limb.along:
@@ -121,7 +137,7 @@ def _twist_into_range(limb: _Limb, f1: Quaternion, d2: Vector) -> Quaternion:
     return turned
 
 
-def _upper_inside(limb: _Limb, f1: Quaternion) -> bool:
+def _upper_inside(limb: Limb, f1: Quaternion) -> bool:
     """``two_bone_limits._upper_inside`` for one frame (to the scalar kernels' ``INSIDE``)."""
     if limb.lim0 is None:
         return True
@@ -136,7 +152,7 @@ def _upper_inside(limb: _Limb, f1: Quaternion) -> bool:
     return True
 
 
-def _outside(limb: _Limb, chord: Vector, bend: Vector, swivel: Vector, cos_a: float, sin_a: float) -> bool:
+def _outside(limb: Limb, chord: Vector, bend: Vector, swivel: Vector, cos_a: float, sin_a: float) -> bool:
     """``two_bone_limits.out_of_reach`` for one limb: its elbow's whole circle misses the upper cone."""
     if not limb.along:
         return False
@@ -146,7 +162,7 @@ def _outside(limb: _Limb, chord: Vector, bend: Vector, swivel: Vector, cos_a: fl
     return circle_outside(c, e1, e2, cos_a, sin_a, limb.lim0[0].cone, INSIDE, OUT_OF_REACH_SLACK)
 
 
-def _beyond(limb: _Limb, frames: list[Quaternion], gap: float) -> bool:
+def _beyond(limb: Limb, frames: list[Quaternion], gap: float) -> bool:
     """Whether every one of ``frames`` puts the upper bone's direction more than ``gap`` from its cone
     (`frames_floats.beyond`: the minimum of ``two_bone_limits._violations`` above it)."""
     assert limb.lim0 is not None and limb.lim0[0] is not None
@@ -160,7 +176,7 @@ def _beyond(limb: _Limb, frames: list[Quaternion], gap: float) -> bool:
 
 
 def _toward_axis(
-    c: Chain, limb: _Limb, chord: Vector, bend: Vector, swivel: Vector, cos_a: float, sin_a: float
+    c: Chain, limb: Limb, chord: Vector, bend: Vector, swivel: Vector, cos_a: float, sin_a: float
 ) -> Frames:
     """The pose of a limb out of reach under its upper cone: the elbow swivelled toward the cone's axis
     (``two_bone_limits.axis_swivel``), then the sweep with limits toward the target."""
@@ -175,7 +191,7 @@ def _xyz(v: Vector) -> Vec3:
     return (v.x, v.y, v.z)
 
 
-def _fold_azimuth(limb: _Limb, fold: float, cone: Cone) -> Vector | None:
+def _fold_azimuth(limb: Limb, fold: float, cone: Cone) -> Vector | None:
     """``two_bone_limits._fold_azimuth`` for one limb: the direction at ``fold`` from ``c`` inside the
     lower bone's cone nearest the chosen plane by azimuth (0, +1, -1, +2 ... samples), or None."""
     m = cross(limb.c, limb.n)
@@ -198,10 +214,11 @@ def applies(c: Chain) -> bool:
     return abs(d.x) <= ALONG_Y and abs(d.z) <= ALONG_Y and d.y > 0.0
 
 
-def two_bone_limited(c: Chain, side: tuple[float, float, float]) -> tuple[Frames, bool]:
+def two_bone_limited(c: Chain, side: tuple[float, float, float], shape: Limb | None = None) -> tuple[Frames, bool]:
     """The closed-form limited pose of one two-bone chain with limits (target off the root), and whether it
-    is settled (exact, or provably the nearest reachable point): ``two_bone_limits.solve_limited``."""
-    limb = _Limb(c)
+    is settled (exact, or provably the nearest reachable point): ``two_bone_limits.solve_limited``. `shape`:
+    the `Limb` of a chain of the same shape, if one was made (the live program keeps one per chain)."""
+    limb = Limb(c) if shape is None else shape.rebased(c)
     l1, l2 = c.lengths
     d = c.distance
     chord = c.target / d

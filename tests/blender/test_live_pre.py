@@ -38,9 +38,12 @@ def _shown_residual(obj: bpy.types.Object, ch: bpy.types.PropertyGroup) -> float
     return float(np.linalg.norm(rigs.world_tail(obj, ch.tip_bone) - rigs.world_head(obj, ch.target_bone)))
 
 
-def _drag(names: tuple[str, ...], on: bool, steps: int = 8, extra=None, at: int = 0) -> tuple[list, list, list]:  # type: ignore[no-untyped-def]
-    """Drag `names` for `steps` updates (`extra(obj)` changes the rig before update `at`); per update: the
-    evaluated pose, the statuses, and (guesses, solves) made in it."""
+def _drag(
+    names: tuple[str, ...], on: bool, steps: int = 8, extra=None, at: int = 0, each=None
+) -> tuple[list, list, list]:  # type: ignore[no-untyped-def]
+    """Drag `names` for `steps` updates (`extra(obj)` changes the rig before update `at`, `each(obj, step)` in
+    every update with the drag); per update: the evaluated pose, the statuses, and (guesses, solves) made in
+    it."""
     live = _live()
     with _before(on):
         obj = _set_up_rig(True)
@@ -49,10 +52,12 @@ def _drag(names: tuple[str, ...], on: bool, steps: int = 8, extra=None, at: int 
             if extra is not None and step == at:
                 extra(obj)
                 rigs.update()
-            guessed, solved = live.guess_count(obj), live.program_solve_count(obj)
+            guessed, solved = live.guess_count(obj), live.solve_count(obj)
             _drag_controls(obj, step, names)
+            if each is not None:
+                each(obj, step)
             rigs.update()
-            counts.append((live.guess_count(obj) - guessed, live.program_solve_count(obj) - solved))
+            counts.append((live.guess_count(obj) - guessed, live.solve_count(obj) - solved))
             poses.append(_evaluated_pose(obj))
             statuses.append([(ch.is_valid, ch.message.split(":")[0], ch.residual) for ch in obj.reach_ik.chains])
             tolerance = obj.reach_ik.tolerance
@@ -158,3 +163,26 @@ def test_a_bone_posed_by_hand_with_the_control_goes_after_the_evaluation() -> No
             assert math.isclose(ch.residual, _shown_residual(obj, ch), rel_tol=1e-3, abs_tol=1e-5)
         # The shoulder keeps what the user set (no chain poses it).
         assert np.allclose(pb.rotation_quaternion, (math.cos(0.2), 0.0, 0.0, math.sin(0.2)), atol=1e-6)
+
+
+def _forearm_keyed(obj: bpy.types.Object) -> None:
+    pb = obj.pose.bones["mixamorig:LeftForeArm"]
+    pb.rotation_mode = "QUATERNION"
+    pb.keyframe_insert("rotation_quaternion", frame=1)
+
+
+def _forearm_key_edited(obj: bpy.types.Object, step: int) -> None:
+    """At the fourth update, the forearm's key edited with the drag: Blender evaluates the animation again and
+    writes the keyed rotation over the channel (where a solve before the evaluation wrote)."""
+    if step == 3:
+        fc = next(f for f in obj.animation_data.action.fcurves if "LeftForeArm" in f.data_path and f.array_index == 1)
+        fc.keyframe_points[0].co.y += 0.05
+        fc.update()
+
+
+def test_a_pose_the_evaluation_writes_over_is_solved_again_after_it() -> None:
+    # Guessed, but the evaluation put the forearm's keyed rotation over the solve's: the post handler solves the
+    # arm again on what Blender shows (the statuses match it: `_drag`).
+    _poses, _statuses, counts = _drag(("IK-hand.L",), True, steps=5, extra=_forearm_keyed, each=_forearm_key_edited)
+    assert [g for g, _s in counts[1:3]] == [1, 1], counts
+    assert counts[3] == (1, 2), counts
