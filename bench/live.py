@@ -147,26 +147,36 @@ def _move_and_update(rig: rigs.Rig, goals: list[np.ndarray]) -> float:
 
 
 class _Timed:
-    """Reach IK's depsgraph handler wrapped to time each call (our own share of an update: steadier than the
-    whole update, whose Blender part moves with the machine's load)."""
+    """Reach IK's depsgraph handlers (before and after the evaluation) wrapped to time each call (our own share
+    of an update: steadier than the whole update, whose Blender part moves with the machine's load)."""
 
     def __init__(self) -> None:
         self.live = bpy_session.submodule("rig.live")
         self.seconds: list[float] = []
 
     def __call__(self, scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
+        self._time(self.live.on_depsgraph_update, scene, depsgraph)
+
+    def before(self, scene: bpy.types.Scene, *args: object) -> None:
+        self._time(self.live.on_depsgraph_pre, scene, *args)
+
+    def _time(self, fn: Callable[..., None], *args: object) -> None:
         start = time.perf_counter()
-        self.live.on_depsgraph_update(scene, depsgraph)
+        fn(*args)
         self.seconds.append(time.perf_counter() - start)
 
     def __enter__(self) -> _Timed:
         handlers = bpy.app.handlers.depsgraph_update_post
         handlers[handlers.index(self.live.on_depsgraph_update)] = self
+        pre = bpy.app.handlers.depsgraph_update_pre
+        pre[pre.index(self.live.on_depsgraph_pre)] = self.before
         return self
 
     def __exit__(self, *_exc: object) -> None:
         handlers = bpy.app.handlers.depsgraph_update_post
         handlers[handlers.index(self)] = self.live.on_depsgraph_update
+        pre = bpy.app.handlers.depsgraph_update_pre
+        pre[pre.index(self.before)] = self.live.on_depsgraph_pre
 
 
 def run(
@@ -303,9 +313,9 @@ class _CpuTimed(_Timed):
         super().__init__()
         self.cpu: list[float] = []
 
-    def __call__(self, scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
+    def _time(self, fn: Callable[..., None], *args: object) -> None:
         start = time.thread_time()
-        super().__call__(scene, depsgraph)
+        super()._time(fn, *args)
         self.cpu.append(time.thread_time() - start)
 
 

@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 from ..core.model import ChainOutcome, RigReport
 from . import armature, cache, fk
 from .fingerprint import Seen
-from .live_program import Lean, lean_order, lean_scalar
+from .live_program import Lean, lean_body, lean_order, lean_scalar
 from .props import rig_settings
 from .solve import store_status
 
@@ -86,7 +86,7 @@ def _guessable(obj: bpy.types.Object, uid: int, lean: Lean, last: Seen) -> _Read
 
 
 def _work_out(obj: bpy.types.Object, lean: Lean, last: Seen) -> _Ready | None:
-    if lean.body or not lean.own or last.arrays is None:
+    if (lean.body and lean.found is None) or not lean.own or last.arrays is None:
         return None
     pbs = obj.pose.bones
     anim = obj.animation_data
@@ -210,7 +210,15 @@ def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool
     if not changed:
         return False
     program = lean.program
-    order = program.closure(changed)
+    found = lean.found if lean.body else None
+    order: list[int] | None
+    if found is not None:
+        if any(spine[0].index in changed for spine in found.spine):
+            return False  # the spine's control moved: its solve (the pre-body pose) is the full path's
+        # Every limb: the body may move what each hangs from (as `solve_lean`).
+        order = sorted((program.by_chain[c.index] for c in found.anchors), key=lambda j: program.links[j].level)
+    else:
+        order = program.closure(changed)
     if order is None:
         return False
     text = obj.get(fk.NAMES_KEY)
@@ -222,8 +230,11 @@ def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool
     parents: dict[int, Matrix] = {}
     posed = {b for j in order for b in program.links[j].posed}
     sk = program.snap.sk
-    for j in order:
-        p = program.links[j].parent
+    above = [program.links[j].parent for j in order]
+    if found is not None:
+        posed.update(found.bones)  # the body stage poses them (and moves what hangs below them)
+        above.append(int(sk.parent[found.root]))
+    for p in above:
         if p >= 0 and p not in posed and posed.isdisjoint(sk.ancestors(p)):
             parents[p] = pbs[p].matrix.copy()
 
@@ -237,7 +248,10 @@ def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool
     # The channel arrays the program writes into hold what the user set on the controls (nothing else differs).
     ready.before[:size] = ready.buffer
     lean_order[:] = [program.links[j].chain.index for j in order]
-    outcomes = lean_scalar(obj, lean, order, matrix, last.arrays, held)
+    if found is None:
+        outcomes = lean_scalar(obj, lean, order, matrix, last.arrays, held)
+    else:
+        outcomes = lean_body(obj, lean, found, order, matrix, last.arrays, held)
     # Every bone the solve posed, with the channel its pose is in: the evaluation must leave them as they are.
     solved = [
         (b, attr)
@@ -246,6 +260,9 @@ def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool
             program.links[j].posed, [*program.links[j].channel, program.links[j].tip_channel], strict=False
         )
     ]
+    if found is not None:
+        solved += [(b, armature.rotation_channel(armature.MODE_NAMES[int(modes[b])])[0]) for b in found.bones]
+        solved.append((found.root, "location"))
     last.channels = None
     cache.stats[uid] = cache.stats.get(uid, 0) + 1
     cache.program_solves[uid] = cache.program_solves.get(uid, 0) + 1

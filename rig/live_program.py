@@ -1,6 +1,6 @@
 """The live program's side of the rig layer (`core/live.py` solves, this module reads and writes for it):
 the rig compiled for lean updates (`Lean`, `_compile`, `_check`), the updates that move only targets, poles
-and control bones (`solve_lean`: `_own_moved` finds which, `lean_scalar`, `_lean_body` and `_lean_batch` solve and
+and control bones (`solve_lean`: `_own_moved` finds which, `lean_scalar`, `lean_body` and `_lean_batch` solve and
 write), and full-path updates handed to the program (`program_full`). `rig.live` decides which path an update
 takes; see docs/design/live-solving.md.
 """
@@ -184,7 +184,7 @@ class Lean:
     driven: frozenset[str] = frozenset()  # every bone the program poses, by name (`program_full`'s FK store)
     checked: _Seen | None = None  # the fingerprint the last check was for
     ok: bool = False  # that check's verdict
-    body: bool = False  # Full Body: the program solves the limbs after the body stage (`_lean_body`)
+    body: bool = False  # Full Body: the program solves the limbs after the body stage (`lean_body`)
     found: body_live.Captured | None = None  # what the last full solve left for the body stage (`_check`)
 
 
@@ -194,7 +194,7 @@ def _compile(obj: bpy.types.Object, plan: Plan, modes: NDArray[np.int32]) -> Lea
     sk = armature.skeleton(obj)
     lean.snap = snapshot(obj, sk, plan, with_channels=True, modes=modes)
     lean.body = lean.snap.body is not None
-    # Full Body: the program solves the limbs, after the body stage (`_lean_body`), on every chain's link.
+    # Full Body: the program solves the limbs, after the body stage (`lean_body`), on every chain's link.
     program = Program.build(replace(lean.snap, body=None), [armature.MODE_NAMES[v] for v in modes.tolist()])
     if lean.body and isinstance(program, Program) and program.refused:
         program = "Full Body with a chain the program leaves to the full solve"
@@ -509,7 +509,7 @@ def solve_lean(obj: bpy.types.Object, uid: int, updated: set[int], again: frozen
         own.take_channels(last, lean)
     outcomes: dict[int, ChainOutcome] | None
     if captured is not None:
-        outcomes = _lean_body(obj, lean, captured, order, matrix, last.arrays, held)
+        outcomes = lean_body(obj, lean, captured, order, matrix, last.arrays, held)
     elif len(order) > SCALAR_MAX_CHAINS:
         # Many chains at once: numpy batches are faster than one scalar solve after another
         # (bench/scalar.py), on inputs read here without the full path's reading and comparing.
@@ -591,7 +591,7 @@ def lean_scalar(
     return result.outcomes
 
 
-def _lean_body(
+def lean_body(
     obj: bpy.types.Object,
     lean: Lean,
     found: body_live.Captured,

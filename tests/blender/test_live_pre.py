@@ -186,3 +186,38 @@ def test_a_pose_the_evaluation_writes_over_is_solved_again_after_it() -> None:
     _poses, _statuses, counts = _drag(("IK-hand.L",), True, steps=5, extra=_forearm_keyed, each=_forearm_key_edited)
     assert [g for g, _s in counts[1:3]] == [1, 1], counts
     assert counts[3] == (1, 2), counts
+
+
+def _full_body_drag(on: bool) -> tuple[list, list, list]:  # type: ignore[no-untyped-def]
+    """Full Body: the left hand dragged in and past its reach (the hips follow, the feet stay); per update the
+    evaluated pose, the statuses and (guesses, solves)."""
+    from test_full_body import _chain, _move_control, _past_reach, humanoid
+
+    live = _live()
+    with _before(on):
+        obj, _hips = humanoid()
+        left = _chain(obj, "arm.L")
+        start, end = _past_reach(obj, "L", -0.1), _past_reach(obj, "L", 0.2)
+        poses, statuses, counts = [], [], []
+        for t in (0.1, 0.4, 0.8, 1.0, 0.7, 0.3):
+            guessed, solved = live.guess_count(obj), live.solve_count(obj)
+            _move_control(obj, left, start + (end - start) * t)
+            counts.append((live.guess_count(obj) - guessed, live.solve_count(obj) - solved))
+            poses.append(_evaluated_pose(obj))
+            statuses.append([(ch.is_valid, ch.message.split(":")[0], ch.residual) for ch in obj.reach_ik.chains])
+            for ch in obj.reach_ik.chains:
+                assert math.isclose(ch.residual, _shown_residual(obj, ch), rel_tol=1e-3, abs_tol=1e-5), ch.name
+        return poses, statuses, counts
+
+
+def test_full_body_drags_are_solved_before_the_evaluation_too() -> None:
+    poses, statuses, counts = _full_body_drag(True)
+    post_poses, post_statuses, post_counts = _full_body_drag(False)
+    assert all(g == 0 for g, _s in post_counts)
+    # The body stage and the limbs, solved once per update before the evaluation (after the first update).
+    assert [c for c in counts[1:]] == [(1, 1)] * (len(counts) - 1), counts
+    for step, (a, b) in enumerate(zip(poses, post_poses, strict=True)):
+        worst = float(np.abs(a - b).max())
+        assert worst < 1e-3, f"step {step}: the pose differs from the post path's by {worst}"
+    for a, b in zip(statuses, post_statuses, strict=True):
+        assert [s[:2] for s in a] == [s[:2] for s in b]
