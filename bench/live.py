@@ -4,20 +4,23 @@ Each round moves every target a little (deterministic), then calls `view_layer.u
 evaluates the moved targets (Blender's IK solves here; Reach solves in its depsgraph handler and writes), the
 second evaluates what Reach wrote (a no-op for Blender's constraint). Both therefore pay for a fully
 evaluated, solved pose. Prints medians, the time ratio, the worst tip-to-target residual (world units,
-measured from the evaluated pose) and Reach's own share of its update: the time in its depsgraph handler,
-steadier than the whole update (whose Blender part moves with the machine's load), for comparing changes.
+measured from the evaluated pose) and Reach's own share of its update: the time in its depsgraph handlers
+(before and after the evaluation), steadier than the whole update (whose Blender part moves with the
+machine's load), for comparing changes.
 
 Cases (d), (d4), (d5), (d0) and (m), (m0) are the rig one click of Set Up Character makes (`bench/setup_rig.py`):
 the Mixamo-named humanoid of the tests dragged (one hand; four limbs; chest and head; one hand without limits)
 and the CMU walk in `../shared/data/mocap/` played back (with and without limits), each per update: median,
 p95 and max against Blender's IK on the same skeleton. `--only d,d4,d5,m` runs them; the default runs all.
+(dp) and (d4p) are (d) and (d4) with the controls solved only after the evaluation (`live.solve_before` off:
+two evaluations per update, as before `rig/live_pre.py`).
 
 `--floor` measures what any Python live solver pays before it solves anything, on the same rigs and
 targets: no handler at all, a do-nothing `depsgraph_update_post` handler, and a minimal one that reads the
 pose with foreach_get, writes one rotation channel with foreach_set and tags the armature (Reach's tag) so
 Blender re-evaluates the pose, against Blender's IK constraint.
 
-    .venv/bin/python bench/live.py [--rounds 40] [--repeats 3] [--floor] [--only a,a1,b,d,d4,d5,d0,m,m0] [--frames 240]
+    .venv/bin/python bench/live.py [--rounds 40] [--repeats 3] [--floor] [--only a,a1,b,d,dp,d4,d4p,d5,d0,m,m0] [--frames 240]
 """
 
 from __future__ import annotations
