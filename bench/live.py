@@ -20,7 +20,7 @@ targets: no handler at all, a do-nothing `depsgraph_update_post` handler, and a 
 pose with foreach_get, writes one rotation channel with foreach_set and tags the armature (Reach's tag) so
 Blender re-evaluates the pose, against Blender's IK constraint.
 
-    .venv/bin/python bench/live.py [--rounds 40] [--repeats 3] [--floor] [--only a,a1,b,d,dp,d4,d4p,d5,d0,m,m0] [--frames 240]
+    .venv/bin/python bench/live.py [--rounds 40] [--repeats 3] [--floor] [--only a,a1,b,d,dp,d4,d5,m] [--frames 240]
 """
 
 from __future__ import annotations

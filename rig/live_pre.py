@@ -29,12 +29,11 @@ import numpy as np
 from mathutils import Euler, Matrix, Quaternion, Vector
 from numpy.typing import NDArray
 
-from ..core.model import ChainOutcome, RigReport
+from ..core.model import ChainOutcome
 from . import armature, cache, fk
 from .fingerprint import Seen
-from .live_program import Lean, lean_body, lean_order, lean_scalar
+from .live_program import Lean, lean_body, lean_order, lean_scalar, note_solved
 from .props import rig_settings
-from .solve import store_status
 
 F64 = NDArray[np.float64]
 # A control Blender put farther than this (relative to the armature's size) from where it was predicted is a
@@ -264,17 +263,8 @@ def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool
         solved += [(b, armature.rotation_channel(armature.MODE_NAMES[int(modes[b])])[0]) for b in found.bones]
         solved.append((found.root, "location"))
     last.channels = None
-    cache.stats[uid] = cache.stats.get(uid, 0) + 1
-    cache.program_solves[uid] = cache.program_solves.get(uid, 0) + 1
     cache.checks[uid] = cache.checks.get(uid, 0) + 1
-    counts = cache.chain_solves.setdefault(uid, {})
-    for i in outcomes:
-        counts[i] = counts.get(i, 0) + 1
-    shown_before = cache.outcomes.get(uid, {})
-    shown = dict(shown_before)
-    shown.update(outcomes)
-    cache.outcomes[uid] = shown
-    store_status(obj, RigReport(outcomes=shown), shown_before, outcomes)
+    note_solved(obj, uid, outcomes)
     cache.guesses[uid] = _Guess(last, world, ready.near, ready.turn, parents, predicted, outcomes, solved)
     cache.guessed[uid] = cache.guessed.get(uid, 0) + 1
     return True

@@ -528,6 +528,13 @@ def solve_lean(obj: bpy.types.Object, uid: int, updated: set[int], again: frozen
     if own is not None:
         own.note(last, lean)
     last.channels = None
+    note_solved(obj, uid, outcomes)
+    return True
+
+
+def note_solved(obj: bpy.types.Object, uid: int, outcomes: dict[int, ChainOutcome]) -> None:
+    """Count a solve of `obj` on its compiled program, and show its chains' `outcomes` (the chains it did not
+    solve keep theirs)."""
     cache.stats[uid] = cache.stats.get(uid, 0) + 1
     cache.program_solves[uid] = cache.program_solves.get(uid, 0) + 1
     counts = cache.chain_solves.setdefault(uid, {})
@@ -538,7 +545,6 @@ def solve_lean(obj: bpy.types.Object, uid: int, updated: set[int], again: frozen
     shown.update(outcomes)
     cache.outcomes[uid] = shown
     store_status(obj, RigReport(outcomes=shown), before, outcomes)
-    return True
 
 
 def _goals(

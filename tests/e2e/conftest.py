@@ -41,6 +41,35 @@ class Blender:
             )
         return proc
 
+    def gui(
+        self, script: Path, builtin: str, value: object, shot: Path, *, size: str = "800x600", deadline: float = 180
+    ) -> subprocess.CompletedProcess[str]:
+        """Run `script` in the real GUI (`blender-shot` beside the binary, which screenshots it to `shot`),
+        with `builtins.<builtin>` set to `value` first; skips the test when there is no `blender-shot`."""
+        tool = Path(self.exe).with_name("blender-shot")
+        if not tool.exists():
+            pytest.skip(f"no blender-shot beside {self.exe}: the GUI tests need it")
+        env = dict(os.environ, BLENDER_USER_RESOURCES=str(self.resources), REAL_BLENDER_QUIET="1")
+        args = ["--python-expr", f"import builtins; builtins.{builtin} = {value!r}", "--python", str(script)]
+        return subprocess.run(
+            [str(tool), str(shot), "--size", size, "--wait", str(deadline), "--", *args],
+            capture_output=True,
+            text=True,
+            timeout=deadline + 240,
+            env=env,
+            cwd=ROOT,
+        )
+
+    def gui_json(self, script: Path, builtin: str, out: Path, *, deadline: float = 180) -> dict[str, object]:
+        """`gui` for a script that writes its result as JSON to the path in `builtins.<builtin>` (`out`), with
+        "ok" and "errors": that result, once the script ran to its end without an error."""
+        proc = self.gui(script, builtin, str(out), out.with_suffix(".png"), deadline=deadline)
+        log = proc.stdout + proc.stderr
+        assert out.exists(), f"{script.name} wrote nothing ({proc.returncode}):\n{log[-4000:]}"
+        result: dict[str, object] = json.loads(out.read_text())
+        assert result["ok"] and not result["errors"], result["errors"]
+        return result
+
     def python(self, code: str, *args: str, blend: Path | None = None) -> dict[str, object]:
         """Run `code` in a fresh `blender -b` process; it must print one line `RESULT <json>`."""
         # No --factory-startup: it would also ignore the temp user preferences that enable the add-on.

@@ -5,12 +5,8 @@ arm reaches the control where it can, and the chain's status matches the pose Bl
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
-import pytest
 from conftest import ROOT, Blender
 
 SCRIPT = ROOT / "tests" / "e2e" / "gui_drag.py"
@@ -18,41 +14,12 @@ DEADLINE = 180
 
 
 def test_a_control_moved_in_the_viewport_is_solved_before_the_evaluation(installed: Blender, tmp_path: Path) -> None:
-    tool = Path(installed.exe).with_name("blender-shot")
-    if not tool.exists():
-        pytest.skip(f"no blender-shot beside {installed.exe}: the GUI test needs it")
-    out = tmp_path / "drag.json"
-    env = dict(os.environ, BLENDER_USER_RESOURCES=str(installed.resources), REAL_BLENDER_QUIET="1")
-    proc = subprocess.run(
-        [
-            str(tool),
-            str(tmp_path / "shot.png"),
-            "--size",
-            "800x600",
-            "--wait",
-            str(DEADLINE),
-            "--",
-            "--python-expr",
-            f"import builtins; builtins.REACH_DRAG = {str(out)!r}",
-            "--python",
-            str(SCRIPT),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE + 240,
-        env=env,
-        cwd=ROOT,
-    )
-    log = proc.stdout + proc.stderr
-    assert out.exists(), f"the GUI script wrote nothing ({proc.returncode}):\n{log[-4000:]}"
-    result = json.loads(out.read_text())
-    assert result["ok"] and not result["errors"], result["errors"]
+    result = installed.gui_json(SCRIPT, "REACH_DRAG", tmp_path / "drag.json", deadline=DEADLINE)
     steps = result["steps"]
     assert len(steps) == 5, result
     for k, step in enumerate(steps):
         # The first move after setting up checks the rig's compiled program after the evaluation; every move
-        # after it is solved before.
-        # after it is solved before, once: the check after the evaluation confirmed the guess.
+        # after it is solved before it, once: the check after the evaluation confirmed the guess.
         assert k == 0 or step["guesses"] == step["solves"] == 1, f"{step['tag']}: {step}"
         assert step["valid"], step
         # The status is the pose Blender shows: its residual, and 'reached' only within the tolerance.

@@ -5,12 +5,8 @@ reached, and matches the pose Blender shows (tests/e2e/gui_follow.py runs inside
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
-import pytest
 from conftest import ROOT, Blender
 
 SCRIPT = ROOT / "tests" / "e2e" / "gui_follow.py"
@@ -18,35 +14,7 @@ DEADLINE = 180
 
 
 def test_follower_is_solved_again_by_the_timer_in_the_gui(installed: Blender, tmp_path: Path) -> None:
-    tool = Path(installed.exe).with_name("blender-shot")
-    if not tool.exists():
-        pytest.skip(f"no blender-shot beside {installed.exe}: the GUI test needs it")
-    out = tmp_path / "follow.json"
-    env = dict(os.environ, BLENDER_USER_RESOURCES=str(installed.resources), REAL_BLENDER_QUIET="1")
-    proc = subprocess.run(
-        [
-            str(tool),
-            str(tmp_path / "shot.png"),
-            "--size",
-            "800x600",
-            "--wait",
-            str(DEADLINE),
-            "--",
-            "--python-expr",
-            f"import builtins; builtins.REACH_FOLLOW = {str(out)!r}",
-            "--python",
-            str(SCRIPT),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE + 240,
-        env=env,
-        cwd=ROOT,
-    )
-    log = proc.stdout + proc.stderr
-    assert out.exists(), f"the GUI script wrote nothing ({proc.returncode}):\n{log[-4000:]}"
-    result = json.loads(out.read_text())
-    assert result["ok"] and not result["errors"], result["errors"]
+    result = installed.gui_json(SCRIPT, "REACH_FOLLOW", tmp_path / "follow.json", deadline=DEADLINE)
     assert len(result["steps"]) == 3, result
     for step in result["steps"]:
         assert step["valid"] and not step["message"], step

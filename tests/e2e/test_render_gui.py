@@ -8,8 +8,6 @@ in each PNG against the target's projection and records the pose and actions bef
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -26,9 +24,6 @@ DEADLINE = 300
     ids=["animation-lock-interface", "animation-unlocked", "F12-unlocked"],
 )
 def test_gui_render(installed: Blender, tmp_path: Path, lock: bool, still: bool) -> None:
-    tool = Path(installed.exe).with_name("blender-shot")
-    if not tool.exists():
-        pytest.skip(f"no blender-shot beside {installed.exe}: the GUI tests need it")
     info_path = tmp_path / "info.json"
     opts = {
         "info": str(info_path),
@@ -37,16 +32,7 @@ def test_gui_render(installed: Blender, tmp_path: Path, lock: bool, still: bool)
         "lock": lock,
         "still": still,
     }
-    env = dict(os.environ, BLENDER_USER_RESOURCES=str(installed.resources), REAL_BLENDER_QUIET="1")
-    args = ["--python-expr", f"import builtins; builtins.REACH_RENDER = {opts!r}", "--python", str(SCRIPT)]
-    proc = subprocess.run(
-        [str(tool), str(tmp_path / "gui.png"), "--size", "1280x800", "--wait", str(DEADLINE), "--", *args],
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE + 240,
-        env=env,
-        cwd=ROOT,
-    )
+    proc = installed.gui(SCRIPT, "REACH_RENDER", opts, tmp_path / "gui.png", size="1280x800", deadline=DEADLINE)
     log = proc.stdout + proc.stderr
     assert info_path.exists(), f"tools/gui_render.py wrote nothing ({proc.returncode}):\n{log[-4000:]}"
     info = json.loads(info_path.read_text())
