@@ -53,6 +53,7 @@ defer_stage = True
 # evaluation per update instead of two). Tests and bench/live.py turn it off to compare; nothing else does.
 solve_before = True
 _suspended: set[int] = set()  # session_uid of armatures being baked: the bake solves them itself
+_listed: set[int] = set()  # session uids of the IDs the last depsgraph update listed (`on_depsgraph_pre`)
 # True while a render (or an export) plays the keys rig/render.py recorded: nothing is solved or given back
 # meanwhile, since in the GUI the render thread evaluates the same data.
 paused = False
@@ -539,7 +540,8 @@ def _only_itself(obj: bpy.types.Object, uid: int, updated: set[int] | None) -> b
 def on_depsgraph_pre(scene: bpy.types.Scene, *_args: object) -> None:
     """Before Blender evaluates an update: rigs whose own control bones alone moved are solved now
     (`rig.live_pre`), so one evaluation shows the controls and the pose. No depsgraph comes with it, and it
-    runs only when something was tagged (not for frame changes)."""
+    runs only when something was tagged (not for frame changes): rigs the last update did not list are
+    skipped (the first update of a drag is solved after its evaluation, the next ones before theirs)."""
     global _busy
     if _busy or paused or not (use_program and solve_before):
         return
@@ -555,7 +557,8 @@ def on_depsgraph_pre(scene: bpy.types.Scene, *_args: object) -> None:
         leaders = {a for u in uids for a, _b, _o in cache.hangs.get(u, ())}
         for obj, uid in zip(rigs, uids, strict=True):
             if (
-                uid not in cache.programs
+                uid not in _listed
+                or uid not in cache.programs
                 or uid in leaders
                 or uid in cache.dirty
                 or uid in _suspended
@@ -614,6 +617,11 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
             updated.add(ident.original.session_uid)
     if structural:
         _prune()
+    # The next update's solve before the evaluation looks only at rigs this one listed (a drag lists its rig
+    # on every update): the others cost it one set test, not a read of their channels.
+    _listed.clear()
+    if not structural:
+        _listed.update(updated)
     _run(scene, None if structural else updated)
 
 
@@ -629,6 +637,7 @@ def on_frame_change(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> N
 def on_load(*_args: object) -> None:
     # Session uids, pointers and cached object lists belong to the previous file (or undo state).
     cache.clear()
+    _listed.clear()
 
 
 _HANDLERS = (

@@ -221,3 +221,45 @@ def test_full_body_drags_are_solved_before_the_evaluation_too() -> None:
         assert worst < 1e-3, f"step {step}: the pose differs from the post path's by {worst}"
     for a, b in zip(statuses, post_statuses, strict=True):
         assert [s[:2] for s in a] == [s[:2] for s in b]
+
+
+def test_only_the_rig_an_update_listed_is_looked_at_before_the_next_evaluation() -> None:
+    """Two characters: a drag of one's control is solved before the evaluation from its second update on;
+    the other, untouched, is never solved; a drag that goes over to the other starts after the evaluation
+    again (before it, only rigs the previous update listed are read)."""
+    from demo import rigs as demo_rigs
+
+    live = _live()
+    with _before(True):
+        bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
+        for k, name in enumerate(("A", "B")):
+            obj = demo_rigs.humanoid("mixamo", name=name, bent=True)
+            obj.location.x = 2.0 * k
+            bpy.context.view_layer.update()
+            bpy.context.view_layer.objects.active = obj
+            assert bpy.ops.reach.auto_setup() == {"FINISHED"}
+            rigs.update()
+        a, b = chars = [bpy.data.objects["A"], bpy.data.objects["B"]]
+        rigs.update()
+        seen = []
+        for obj, steps in ((a, 3), (b, 3), (a, 2)):
+            for step in range(steps):
+                before = [(live.guess_count(c), live.solve_count(c)) for c in chars]
+                _drag_controls(obj, step, ("IK-hand.L",))
+                rigs.update()
+                seen.append(
+                    (
+                        obj.name,
+                        *[
+                            (live.guess_count(c) - g, live.solve_count(c) - s)
+                            for c, (g, s) in zip(chars, before, strict=True)
+                        ],
+                    )
+                )
+                for ch in obj.reach_ik.chains:
+                    assert math.isclose(ch.residual, _shown_residual(obj, ch), rel_tol=1e-3, abs_tol=1e-5)
+    guessed = [(name, (ga[0] if name == "A" else gb[0])) for name, ga, gb in seen]
+    untouched = [(gb if name == "A" else ga) for name, ga, gb in seen]
+    assert all(u == (0, 0) for u in untouched), seen
+    # Each drag's first update after the evaluation, its next ones before it.
+    assert [g for _n, g in guessed] == [0, 1, 1, 0, 1, 1, 0, 1], seen
