@@ -175,7 +175,9 @@ def _forearm_key_edited(obj: bpy.types.Object, step: int) -> None:
     """At the fourth update, the forearm's key edited with the drag: Blender evaluates the animation again and
     writes the keyed rotation over the channel (where a solve before the evaluation wrote)."""
     if step == 3:
-        fc = next(f for f in obj.animation_data.action.fcurves if "LeftForeArm" in f.data_path and f.array_index == 1)
+        from test_full_body import anim_fcurves  # the action's F-curves on every Blender (slotted from 4.4)
+
+        fc = next(f for f in anim_fcurves(obj) if "LeftForeArm" in f.data_path and f.array_index == 1)
         fc.keyframe_points[0].co.y += 0.05
         fc.update()
 
