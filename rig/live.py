@@ -581,6 +581,8 @@ def on_depsgraph_pre(scene: bpy.types.Scene, *_args: object) -> None:
                     _carry_on_later(uid, frozenset(lean_order), still=True)
             except Exception:
                 cache.guesses.pop(uid, None)
+                if again:
+                    _resume[uid] = _resume.get(uid, frozenset()) | again  # the post handler solves them
                 text = traceback.format_exc()
                 if cache.reported.get(uid) != text:
                     cache.reported[uid] = text

@@ -48,7 +48,7 @@ class _Ready:
     checked: Seen  # the fingerprint the program's check was for
     rest: dict[int, Matrix]  # control bone -> its rest matrix (armature space)
     rows: dict[int, list[int]]  # control bone -> the fingerprint rows (target or pole) it fills
-    attrs: tuple[tuple[str, int], ...]  # the channels compared, in the fingerprint's order
+    attrs: tuple[tuple[str, int], ...]  # the channels read and compared (location, scale, the modes' rotations)
     modes: bytes  # the rotation modes `attrs` was chosen for
     buffer: NDArray[np.float32]  # the channels `attrs` of every bone, read into one buffer
     before: NDArray[np.float32]  # every channel as the fingerprint holds it (its arrays are views of it), `attrs` first
@@ -85,7 +85,9 @@ def _guessable(obj: bpy.types.Object, uid: int, lean: Lean, last: Seen) -> _Read
 
 
 def _work_out(obj: bpy.types.Object, lean: Lean, last: Seen) -> _Ready | None:
-    if (lean.body and lean.found is None) or not lean.own or last.arrays is None:
+    """`_guessable`'s verdict, worked out: None when a control's pose is not rest @ channels (a parent, a
+    constraint, a driver, Local Location off) or the rig's program has no control bones."""
+    if (lean.body and lean.found is None) or not lean.own or last.arrays is None or len(last.world) != 128:
         return None
     pbs = obj.pose.bones
     anim = obj.animation_data
