@@ -546,8 +546,8 @@ def on_depsgraph_pre(scene: bpy.types.Scene, *_args: object) -> None:
     if _busy or paused or not (use_program and solve_before):
         return
     rigs = cache.scene_rigs.get(scene.session_uid)
-    if not rigs:
-        return
+    if not rigs or _listed.isdisjoint(cache.programs):
+        return  # no rig the last update listed has a compiled program (a scene's many idle rigs: one test)
     _busy = True
     try:
         try:
