@@ -218,20 +218,25 @@ class WorldMatrices:
         # Rounded to float32, as Blender will hold it.
         self._overrides[ob.session_uid] = np.asarray(matrix, dtype=np.float32).astype(np.float64)
 
-    def of(self, objects: Sequence[bpy.types.Object]) -> F64:
-        """(n,4,4) world matrices of `objects`, as read when first asked for."""
+    def of(self, objects: Sequence[bpy.types.Object], uids: Sequence[int] | None = None) -> F64:
+        """(n,4,4) world matrices of `objects` (their `session_uid`s: `uids`, if read), as read when first asked
+        for."""
         out = np.empty((len(objects), 4, 4))
         if not objects:
             return out
-        uids = [ob.session_uid for ob in objects]
+        if uids is None:
+            uids = [ob.session_uid for ob in objects]
         if self._raw is None and len(set(uids)) <= self._FEW:
-            # The same float32 values widened as the bulk read gives (bit for bit).
-            seen: dict[int, F64] = {}
-            for k, (ob, uid) in enumerate(zip(objects, uids, strict=True)):
-                m = seen.get(uid)
-                if m is None:
-                    m = seen[uid] = np.array(ob.matrix_world, dtype=np.float64)
-                out[k] = m
+            # The same float32 values widened as the bulk read gives (bit for bit); each object read once, its
+            # rows copied in one indexing (a rig's own control bones are a dozen entries of one object).
+            first: dict[int, int] = {}
+            rows_of: list[list[tuple[float, ...]]] = []
+            for ob, uid in zip(objects, uids, strict=True):
+                if uid not in first:
+                    first[uid] = len(rows_of)
+                    world = ob.matrix_world
+                    rows_of.append([world[i][:] for i in range(4)])
+            out[:] = np.array(rows_of, dtype=np.float64)[[first[uid] for uid in uids]]
         else:
             raw = self._read_all() if self._raw is None else self._raw
             total = self._uids.shape[0]
@@ -270,18 +275,22 @@ def target_matrices(
     A bone target is where Blender's IK constraint aims: the armature's world matrix times the bone's pose
     matrix (its head, oriented like the bone). Bones of `rig` itself come from `pose` (read once) when given.
     """
-    mats = world.of([ob for ob, _bone in entries])
+    uids = [ob.session_uid for ob, _bone in entries]
+    mats = world.of([ob for ob, _bone in entries], uids)
     # Bones of `rig` read from `pose`: one batched product (a bake reads a dozen per frame).
     rows: list[int] = []
     at: list[int] = []
-    for k, (ob, bone) in enumerate(entries):
+    rig_uid = rig.session_uid
+    index = sk.index if sk is not None and pose is not None else {}
+    for k, ((ob, bone), uid) in enumerate(zip(entries, uids, strict=True)):
         if not bone:
             continue
-        local = world.bones.get((ob.session_uid, bone))
+        local = world.bones.get((uid, bone)) if world.bones else None
         if local is None:
-            if ob == rig and pose is not None and sk is not None and bone in sk.index:
+            b = index.get(bone, -1) if uid == rig_uid else -1
+            if b >= 0:
                 rows.append(k)
-                at.append(sk.index[bone])
+                at.append(b)
                 continue
             local = bone_matrix(ob, bone)
         mats[k] = mats[k] @ local
