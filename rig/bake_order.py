@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bpy
 import numpy as np
-from mathutils import Euler, Matrix, Quaternion, Vector
+from mathutils import Matrix, Vector
 from numpy.typing import NDArray
 
 from ..core.live import Program
@@ -60,21 +60,6 @@ def first_start(
     basis = fk.basis_rotations(fk_raw(obj, names, bones, channels), modes)
     animated = animated_rotations(obj)
     return {b: basis[k] for k, b in enumerate(bones)}, {b for b in bones if names[b] not in animated}
-
-
-_CHANNEL = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}
-
-
-def _basis4(mode: str, raw: list[float], loc: Vector, scale: Vector) -> Matrix:
-    """A bone's matrix_basis from its channels (as Blender builds it: translation, rotation, scale)."""
-    if mode == "QUATERNION":
-        rot = Quaternion(raw).normalized().to_matrix()
-    elif mode == "AXIS_ANGLE":
-        axis = Vector(raw[1:4])
-        rot = Quaternion(axis.normalized(), raw[0]).to_matrix() if axis.length > 0.0 else Matrix.Identity(3)
-    else:
-        rot = Euler(raw[:3], mode).to_matrix()
-    return Matrix.LocRotScale(loc, rot, scale)
 
 
 def solve_live_order(
@@ -142,12 +127,12 @@ def solve_live_order(
         p = parents[b]
         if b in chain_set or (p >= 0 and p in moving):
             moving.append(b)
-    attrs = {b: _CHANNEL.get(modes[b], "rotation_euler") for b in need_order}
+    attrs = {b: armature.rotation_channel(modes[b])[0] for b in need_order}
 
     def repose(which: list[int]) -> None:
         for b in which:
             loc, scale = fixed[b]
-            m = rest_rel4[b] @ _basis4(modes[b], channels[attrs[b]][b].tolist(), loc, scale)
+            m = rest_rel4[b] @ armature.basis_matrix(modes[b], channels[attrs[b]][b].tolist(), loc, scale)
             p = parents[b]
             pose[b] = m if p < 0 else pose[p] @ m
 

@@ -516,16 +516,20 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
                 if spent.cut:
                     _carry_on_later(uid, frozenset(lean_order) if took else None, still=not carried)
             except Exception:
-                # One rig's failure never stops the others; print each distinct failure once.
-                text = traceback.format_exc()
-                if cache.reported.get(uid) != text:
-                    cache.reported[uid] = text
-                    print(f"Reach IK: solving '{obj.name}' failed (other rigs go on):\n{text}")
+                _report_failure(obj, uid)
         # Rigs that follow one solved now in a way `_carry` cannot predict: solved again at the next update.
         follow.settle(rigs, counts, _suspended)
     finally:
         _busy = False
         _skip_once.clear()  # for this check only
+
+
+def _report_failure(obj: bpy.types.Object, uid: int) -> None:
+    """One rig's failure never stops the others: print each distinct failure once (from an `except`)."""
+    text = traceback.format_exc()
+    if cache.reported.get(uid) != text:
+        cache.reported[uid] = text
+        print(f"Reach IK: solving '{obj.name}' failed (other rigs go on):\n{text}")
 
 
 def _only_itself(obj: bpy.types.Object, uid: int, updated: set[int] | None) -> bool:
@@ -583,10 +587,7 @@ def on_depsgraph_pre(scene: bpy.types.Scene, *_args: object) -> None:
                 cache.guesses.pop(uid, None)
                 if again:
                     _resume[uid] = _resume.get(uid, frozenset()) | again  # the post handler solves them
-                text = traceback.format_exc()
-                if cache.reported.get(uid) != text:
-                    cache.reported[uid] = text
-                    print(f"Reach IK: solving '{obj.name}' failed (other rigs go on):\n{text}")
+                _report_failure(obj, uid)
     finally:
         _busy = False
 

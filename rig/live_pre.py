@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import bpy
 import numpy as np
-from mathutils import Euler, Matrix, Quaternion, Vector
+from mathutils import Matrix, Vector
 from numpy.typing import NDArray
 
 from ..core.model import ChainOutcome
@@ -152,19 +152,11 @@ def _work_out(obj: bpy.types.Object, lean: Lean, last: Seen) -> _Ready | None:
 
 
 def _basis(ready: _Ready, b: int, mode: int) -> Matrix:
-    """Bone b's channels as a matrix (Blender's `BKE_pchan_to_mat4`)."""
-    loc = Vector(ready.shaped["location"][b].tolist())
-    scale = Vector(ready.shaped["scale"][b].tolist())
+    """Bone b's channels, as read, as its matrix_basis."""
     name = armature.MODE_NAMES[mode]
-    rot: Quaternion | Euler
-    if name == "QUATERNION":
-        rot = Quaternion(ready.shaped["rotation_quaternion"][b].tolist()).normalized()
-    elif name == "AXIS_ANGLE":
-        angle, *axis = ready.shaped["rotation_axis_angle"][b].tolist()
-        rot = Quaternion(Vector(axis).normalized(), angle)
-    else:
-        rot = Euler(ready.shaped["rotation_euler"][b].tolist(), name)
-    return Matrix.LocRotScale(loc, rot, scale)
+    raw = ready.shaped[armature.rotation_channel(name)[0]][b].tolist()
+    loc, scale = Vector(ready.shaped["location"][b].tolist()), Vector(ready.shaped["scale"][b].tolist())
+    return armature.basis_matrix(name, raw, loc, scale)
 
 
 def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool:
