@@ -466,7 +466,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="the cases to run, by their letters: a,a1,a2,b,c,d,dp,d4,d4p,d5,d0,m,m0 (default: all)",
+        help="the cases to run, by their letters: a,a1,a2,b,c,d,dp,d4,d4p,d5,d0,m,mp,m0 (default: all)",
     )
     parser.add_argument("--frames", type=int, default=240, help="frames of the mocap clip played in (m)")
     args = parser.parse_args()
@@ -482,7 +482,7 @@ def main() -> None:
         ("(b) 100 chains x 10 bones", many_chains, 0.2, {}, 1.0),
         ("(c) one chain of 50 bones", long_chain, 0.06, {"tolerance": 1e-4, "max_iterations": 200}, None),
     ]
-    setup_cases = ["d", "dp", "d4", "d4p", "d5", "d0", "m", "m0"]
+    setup_cases = ["d", "dp", "d4", "d4p", "d5", "d0", "m", "mp", "m0"]
     if args.only:
         letters = [name.strip() for name in args.only.split(",")]
         wanted = {f"({name})" for name in letters}

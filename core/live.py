@@ -21,16 +21,16 @@ Stretch or a CCD step are left out (`Program.refused`): an update that moves the
 below, goes through `core.solve`, as does every update the rig layer cannot prove touches only targets,
 poles and control bones.
 
-This module imports ``mathutils`` (Blender's C math module, not bpy): it is the one module of `core/` that
-does, because it holds chains as ``mathutils`` objects between updates. The unit tier cannot import it; the
-bpy tier tests it (tests/blender/test_live_program.py).
+This module imports ``mathutils`` (Blender's C math module, not bpy), because it holds chains as ``mathutils``
+objects between updates; of `core/` only it and `core.lookahead` (playback solved ahead with it) do. The unit
+tier cannot import them; the bpy tier tests them (tests/blender/test_live_program.py, test_lookahead.py).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -96,6 +96,19 @@ def _rows(m: Matrix) -> list[list[float]]:
 
 def _xyz(v: Vector) -> tuple[float, float, float]:
     return (v.x, v.y, v.z)
+
+
+def basis_matrix(mode: str, raw: Sequence[float], loc: Vector, scale: Vector) -> Matrix:
+    """A bone's matrix_basis from its channels, as Blender builds it (`BKE_pchan_to_mat4`): `raw` is the
+    channel of rotation mode `mode` (a quaternion normalized; an axis-angle of zero axis no rotation)."""
+    if mode == "QUATERNION":
+        rot = Quaternion(raw).normalized().to_matrix()
+    elif mode == "AXIS_ANGLE":
+        axis = Vector(raw[1:4])
+        rot = Quaternion(axis.normalized(), raw[0]).to_matrix() if axis.length > 0.0 else Matrix.Identity(3)
+    else:
+        rot = Euler(raw[:3], mode).to_matrix()
+    return Matrix.LocRotScale(loc, rot, scale)
 
 
 @dataclass

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 
 import bpy
 import numpy as np
-from mathutils import Euler, Matrix, Quaternion, Vector
+from mathutils import Euler, Matrix
 from numpy.typing import NDArray
 
 from ..core import convert
+from ..core.live import basis_matrix as basis_matrix  # re-exported: the rig layer builds matrix_basis with it
 from ..core.model import INHERIT_SCALE, Skeleton
 from . import cache
 
@@ -349,19 +350,6 @@ def write_channels(obj: bpy.types.Object, channels: Channels, changed: set[str])
     # the tag Blender itself sends when a pose channel is set (rna_Pose_update); a bare update_tag() tags
     # every component and the re-evaluation that follows costs ~10% more on a 1000-bone rig.
     obj.update_tag(refresh={"DATA"})
-
-
-def basis_matrix(mode: str, raw: Sequence[float], loc: Vector, scale: Vector) -> Matrix:
-    """A bone's matrix_basis from its channels, as Blender builds it (`BKE_pchan_to_mat4`): `raw` is the
-    channel of rotation mode `mode` (a quaternion normalized; an axis-angle of zero axis no rotation)."""
-    if mode == "QUATERNION":
-        rot = Quaternion(raw).normalized().to_matrix()
-    elif mode == "AXIS_ANGLE":
-        axis = Vector(raw[1:4])
-        rot = Quaternion(axis.normalized(), raw[0]).to_matrix() if axis.length > 0.0 else Matrix.Identity(3)
-    else:
-        rot = Euler(raw[:3], mode).to_matrix()
-    return Matrix.LocRotScale(loc, rot, scale)
 
 
 # bl_rna.properties[...] is typed as the base Property; rotation_mode is an EnumProperty.

@@ -54,6 +54,9 @@ notes: dict[int, Any] = {}
 # session_uid -> number of live solves made before the evaluation (`rig.live_pre`).
 guessed: dict[int, int] = {}
 # session_uid -> set of session_uids of the IDs whose change can change this rig's solve.
+# Playback solved ahead (`rig.lookahead.Entry`), and how many frame changes took it.
+ahead: dict[int, Any] = {}
+ahead_hits: dict[int, int] = {}
 depends: dict[int, tuple[object, frozenset[int]]] = {}  # (chain state it was worked out for, uids)
 # session_uid -> ((armature object session_uid, bone name, object), ...): the targets and poles of this rig
 # that hang from a bone of an armature (through any chain of object parents).
@@ -105,9 +108,12 @@ _COUNTERS: tuple[dict[int, Any], ...] = (
     batch_solves,
     full_program_solves,
     guessed,
+    ahead_hits,
 )
 # Everything keyed by an armature object's session_uid.
-_PER_OBJECT: tuple[dict[int, Any], ...] = (versions, reported, stretched, *_DERIVED, *_COUNTERS)
+# Playback solved ahead (`ahead`) is not derived in that sense: each frame change checks what it was solved for
+# (`rig.lookahead.play`), and a structure update (Play lists the scene when it starts) must not drop it.
+_PER_OBJECT: tuple[dict[int, Any], ...] = (versions, reported, stretched, ahead, *_DERIVED, *_COUNTERS)
 _TABLES: dict[str, dict[int, Any]] = {
     "versions": versions,
     "fingerprints": fingerprints,
@@ -136,6 +142,8 @@ _TABLES: dict[str, dict[int, Any]] = {
     "renamed": renamed,
     "fixes": fixes,
     "behind": behind,
+    "ahead": ahead,
+    "ahead_hits": ahead_hits,
 }
 
 

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from ..core import body_live
 from ..core.model import Group, Plan, Skeleton
 from ..solvers import search
-from . import armature, cache, fk, follow, live_pre, renames
+from . import armature, cache, fk, follow, live_pre, lookahead, renames
 from .chains import system_override
 from .fingerprint import Objects as _Objects
 from .fingerprint import Seen as _Seen
@@ -470,6 +470,10 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
             # A rig whose targets hang from a rig that moved in this update is checked whatever `updated` says.
             follows = bool(moved) and any(a in moved for a, _b, _o in cache.hangs.get(uid, ()))
             dirty = uid in cache.dirty
+            if (dirty or updated is not None) and lookahead.pending(uid):
+                deps = cache.depends.get(uid)
+                if dirty or follows or deps is None or updated is None or not deps[1].isdisjoint(updated):
+                    lookahead.changed(uid)  # what was solved ahead no longer holds: solved again when quiet
             if uid in cache.guesses and live_pre.check_after(obj, uid) and _only_itself(obj, uid, updated):
                 continue  # solved before this evaluation, and Blender shows what that solve assumed
             if not follows and updated is not None and not dirty:
@@ -493,6 +497,10 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
             if not settings.live or not len(settings.chains):
                 fk.release(obj)  # chains disabled or removed give their bones' FK pose back, Live or not
                 continue
+            if updated is None and not dirty and not follows and uid not in leaders:
+                if lookahead.play(obj, uid, scene):
+                    continue  # a frame solved ahead, and Blender shows what it was solved for
+                lookahead.want(uid)
             try:
                 lean = use_program and updated is not None and not dirty and not follows and uid not in leaders
                 # Chains whose search the budget cut in the last (lean) update: solved again now, moved or not.
@@ -641,6 +649,7 @@ def on_load(*_args: object) -> None:
     # Session uids, pointers and cached object lists belong to the previous file (or undo state).
     cache.clear()
     _listed.clear()
+    lookahead.clear()
 
 
 _HANDLERS = (
@@ -729,5 +738,6 @@ def unregister() -> None:
     _carrying.clear()
     _resume.clear()
     _tagged.clear()
+    lookahead.clear()
     search.forget()
     cache.clear(keep_stats=False)

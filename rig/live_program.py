@@ -1,5 +1,5 @@
 """The live program's side of the rig layer (`core/live.py` solves, this module reads and writes for it):
-the rig compiled for lean updates (`Lean`, `_compile`, `_check`), the updates that move only targets, poles
+the rig compiled for lean updates (`Lean`, `compile_lean`, `_check`), the updates that move only targets, poles
 and control bones (`solve_lean`: `_own_moved` finds which, `lean_scalar`, `lean_body` and `_lean_batch` solve and
 write), and full-path updates handed to the program (`program_full`). `rig.live` decides which path an update
 takes; see docs/design/live-solving.md.
@@ -64,7 +64,7 @@ def program_full(
     lean: Lean | None = cache.programs.get(uid)
     if lean is None or lean.plan is not plan or lean.modes != modes.tobytes():
         # Compiled as `solve_lean` compiles it (playback alone never drags a control).
-        lean = cache.programs[uid] = _compile(obj, plan, modes)
+        lean = cache.programs[uid] = compile_lean(obj, plan, modes)
         if isinstance(lean.program, Program):
             lean.program.forget()
     if isinstance(lean.program, str) or lean.body or lean.program.refused:
@@ -188,7 +188,7 @@ class Lean:
     found: body_live.Captured | None = None  # what the last full solve left for the body stage (`_check`)
 
 
-def _compile(obj: bpy.types.Object, plan: Plan, modes: NDArray[np.int32]) -> Lean:
+def compile_lean(obj: bpy.types.Object, plan: Plan, modes: NDArray[np.int32]) -> Lean:
     """`plan` compiled for lean updates (`program` says why not when it cannot be)."""
     lean = Lean(plan, modes.tobytes(), "")
     sk = armature.skeleton(obj)
@@ -403,7 +403,7 @@ def solve_lean(obj: bpy.types.Object, uid: int, updated: set[int], again: frozen
     if lean is None or lean.checked is not last:
         modes = armature.rotation_mode_values(obj)
         if lean is None or lean.plan is not planned[1] or lean.modes != modes.tobytes():
-            lean = cache.programs[uid] = _compile(obj, planned[1], modes)
+            lean = cache.programs[uid] = compile_lean(obj, planned[1], modes)
         if isinstance(lean.program, Program):
             lean.program.forget()  # bone scales, locations or the rest pose may have changed since
     touched = {i for u in updated for i in lean.by_uid.get(u, ())}

@@ -8,16 +8,18 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# numpy and Python's standard library; never bpy (mathutils only in solvers/scalar/ and core/live.py, see below).
+# numpy and Python's standard library; never bpy (mathutils only in solvers/scalar/ and the live program, see below).
 ALLOWED_IN_SOLVERS = {"numpy", "__future__"} | set(sys.stdlib_module_names)
+LIVE_PROGRAM = {"core/live.py", "core/lookahead.py"}
 
 
 def test_solvers_import_numpy_only() -> None:
     offenders = []
     for path in sorted([*(ROOT / "solvers").rglob("*.py"), *(ROOT / "core").glob("*.py")]):
-        # The scalar kernels (solvers/scalar/) and the live program that keeps a rig's chains as their objects
-        # between updates (core/live.py) may use mathutils, Blender's C math module; nothing else may.
-        scalar = path.parent.name == "scalar" or path.relative_to(ROOT).as_posix() == "core/live.py"
+        # The scalar kernels (solvers/scalar/), the live program that keeps a rig's chains as their objects
+        # between updates (core/live.py) and the playback it solves ahead (core/lookahead.py) may use mathutils,
+        # Blender's C math module; nothing else may.
+        scalar = path.parent.name == "scalar" or path.relative_to(ROOT).as_posix() in LIVE_PROGRAM
         allowed = ALLOWED_IN_SOLVERS | ({"mathutils"} if scalar else set())
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
@@ -27,7 +29,7 @@ def test_solvers_import_numpy_only() -> None:
             else:
                 continue
             offenders += [f"{path.name}:{node.lineno} imports {n}" for n in names if n.split(".")[0] not in allowed]
-    rule = "solvers/ and core/ must stay pure numpy (no bpy; mathutils only in solvers/scalar/ and core/live.py): "
+    rule = "solvers/ and core/ must stay pure numpy (no bpy; mathutils only in solvers/scalar/ and the live program): "
     assert not offenders, rule + "; ".join(offenders)
 
 

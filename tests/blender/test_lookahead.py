@@ -1,0 +1,223 @@
+"""Playback solved ahead (`rig.lookahead`): a CMU clip set up in one click, its range solved while nothing
+happens, then played. Every frame change that finds Blender showing what a frame was solved for takes it
+(the counter `lookahead.hits`), and what Blender evaluates then, the chains' statuses and the FK pose the
+store keeps are those of the same playback solved frame by frame after the evaluation; an update listing
+the rig drops what was solved ahead; a channel, a constraint or a pole angle Blender applies that the
+prediction did not see makes the frame change solve as before; the idle timer solves the range in slices.
+"""
+
+from __future__ import annotations
+
+import bpy
+import bpy_session
+import numpy as np
+import pytest
+import rigs
+from test_live_program import _evaluated_pose
+from test_mocap import import_clip, set_up
+from test_playback_program import _released, _statuses
+
+from demo import rigs as demo_rigs
+
+FRAMES = 24
+NEAR = 1e-4  # the solve ahead reads its own forward kinematics of the channels, Blender's evaluation float32
+
+
+def _lookahead():  # type: ignore[no-untyped-def]
+    return bpy_session.submodule("rig.lookahead")
+
+
+def _cmu() -> tuple[bpy.types.Object, int]:
+    """The CMU walk set up in one click, its controls snapped over the range, the scene's range set to it."""
+    bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
+    obj = import_clip("cmu_131_01")
+    start = int(obj.animation_data.action.frame_range[0])
+    scene = bpy.context.scene
+    scene.frame_set(start)
+    assert set_up(obj) == {"FINISHED"}
+    done = bpy.ops.reach.snap_to_pose(chains="ALL", use_range=True, frame_start=start, frame_end=start + FRAMES)
+    assert done == {"FINISHED"}
+    scene.frame_start, scene.frame_end = start, start + FRAMES
+    scene.frame_set(start)
+    return obj, start
+
+
+def _play(obj: bpy.types.Object, start: int) -> tuple[list[np.ndarray], list[list], int]:
+    la = _lookahead()
+    before = la.hits(obj)
+    poses, statuses = [], []
+    for f in range(start, start + FRAMES + 1):
+        bpy.context.scene.frame_set(f)
+        poses.append(_evaluated_pose(obj))
+        statuses.append(_statuses(obj))
+    return poses, statuses, la.hits(obj) - before
+
+
+def _same(ahead: tuple[list[np.ndarray], list[list]], after: tuple[list[np.ndarray], list[list]]) -> None:
+    for f, (a, b) in enumerate(zip(ahead[0], after[0], strict=True)):
+        worst = float(np.abs(a - b).max())
+        assert worst < NEAR, f"frame {f}: the pose solved ahead differs from the live solve's by {worst}"
+    for f, (a, b) in enumerate(zip(ahead[1], after[1], strict=True)):
+        for (valid_a, text_a, res_a), (valid_b, text_b, res_b) in zip(a, b, strict=True):
+            assert valid_a == valid_b and text_a == text_b, f"frame {f}: '{text_a}' vs '{text_b}'"
+            assert abs(res_a - res_b) < NEAR
+
+
+def test_mocap_played_ahead_shows_what_the_live_solve_shows() -> None:
+    la = _lookahead()
+    obj, start = _cmu()
+    assert la.ready(obj) == 0
+    *after, hits_after = _play(obj, start)
+    fk_after = _released(obj)
+    assert hits_after == 0
+
+    obj, start = _cmu()
+    assert la.fill(obj) is None, la.why_not(obj)
+    assert la.ready(obj) == FRAMES + 1
+    *ahead, hits = _play(obj, start)
+    assert hits == FRAMES + 1, f"{hits} of {FRAMES + 1} frames taken (last miss: {la.missed.get(obj.session_uid)})"
+    _same((ahead[0], ahead[1]), (after[0], after[1]))
+    # The FK store kept the keyed pose as the live solve did: letting the chains go shows the same FK pose.
+    assert np.abs(_released(obj) - fk_after).max() < 1e-6
+    # The chains were let go (a setting): nothing solved ahead is taken.
+    *_again, hits = _play(obj, start)
+    assert hits == 0
+
+
+def test_frames_are_taken_in_any_order_and_an_edit_solves_them_again() -> None:
+    la = _lookahead()
+    obj, start = _cmu()
+    assert la.fill(obj) is None
+    scene = bpy.context.scene
+    reference = {}
+    for f in (start + 5, start + 20, start + 3, start + 20):
+        before = la.hits(obj)
+        scene.frame_set(f)
+        assert la.hits(obj) == before + 1, la.missed.get(obj.session_uid)
+        reference.setdefault(f, _evaluated_pose(obj))
+        assert np.abs(_evaluated_pose(obj) - reference[f]).max() == 0.0
+    # An update that changes nothing the rig reads (Play lists the scene and its animated objects when it
+    # starts): the frames solved ahead are checked and kept.
+    entry = la.cache.ahead[obj.session_uid]
+    obj.update_tag()
+    rigs.update()
+    assert entry.stale
+    assert la.fill(obj) is None
+    assert la.cache.ahead[obj.session_uid] is entry and not entry.stale
+    before = la.hits(obj)
+    scene.frame_set(start + 4)
+    assert la.hits(obj) == before + 1
+    # A control's key moved: the frame change does not take the frame solved ahead (Blender shows another
+    # channel); it is solved after the evaluation, toward the moved key.
+    ch = obj.reach_ik.chains[0]
+    fc = _fcurve(obj, f'pose.bones["{ch.target_bone}"].location', 2)
+    for kp in fc.keyframe_points:
+        kp.co.y += 0.05
+        kp.handle_left.y += 0.05
+        kp.handle_right.y += 0.05
+    fc.update()
+    obj.update_tag()
+    rigs.update()
+    before = la.hits(obj)
+    scene.frame_set(start + 7)
+    assert la.hits(obj) == before and la.missed[obj.session_uid] == "channels"
+    gap = _tip_gap(obj, 0)
+    assert gap <= obj.reach_ik.tolerance * 1.01 or obj.reach_ik.chains[0].message, "the arm follows the moved key"
+    # Checked when things are quiet: the keys changed, so the range is solved again, and taken again.
+    assert la.fill(obj) is None
+    assert la.cache.ahead[obj.session_uid] is not entry
+    scene.frame_set(start + 8)
+    assert la.hits(obj) == before + 1
+
+
+def _fcurve(obj: bpy.types.Object, path: str, index: int) -> bpy.types.FCurve:
+    anim = bpy_session.submodule("rig.anim")
+    return next(
+        fc
+        for fc in anim.all_fcurves(obj.animation_data.action, obj)
+        if fc.data_path == path and fc.array_index == index
+    )
+
+
+def _tip_gap(obj: bpy.types.Object, chain: int) -> float:
+    ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    ch = obj.reach_ik.chains[chain]
+    tip = ev.pose.bones[ch.tip_bone].tail
+    goal = ev.pose.bones[ch.target_bone].head
+    return float((tip - goal).length)
+
+
+@pytest.mark.parametrize("change", ["scale", "constraint", "pole_angle"])
+def test_what_the_prediction_did_not_see_is_solved_after_the_evaluation(change: str) -> None:
+    """Changes made with no update Blender reports before the frame change (a script that changes a channel no
+    key sets, adds a constraint, or sets a setting through an ID property, then steps a frame): the frame
+    change finds Blender showing something else than what was solved ahead, and solves as before."""
+    la = _lookahead()
+    obj, start = _cmu()
+    assert la.fill(obj) is None
+    ch = obj.reach_ik.chains[0]
+    control = obj.pose.bones[ch.target_bone]
+    scene = bpy.context.scene
+    if change == "scale":
+        control.scale = (1.5, 1.5, 1.5)  # no key sets it: the channels differ from the prediction
+        expected = "channels"
+    elif change == "constraint":
+        con = control.constraints.new("LIMIT_LOCATION")
+        con.use_min_z = con.use_max_z = True
+        con.min_z = con.max_z = float(control.head.z) + 0.1
+        expected = "pose"
+    else:
+        ch.pole_angle = ch.pole_angle + 0.5  # a setting: the version the frames were solved for changed
+        expected = "settings"
+    before = la.hits(obj)
+    scene.frame_set(start + 6)
+    assert la.hits(obj) == before, "the frame solved ahead was taken"
+    if expected == "settings":
+        # A setting marks the rig to check: its frame change is solved as before, the frames checked when quiet.
+        assert la.cache.ahead[obj.session_uid].stale
+        assert la.fill(obj) is None and not la.cache.ahead[obj.session_uid].stale
+    else:
+        assert la.missed.get(obj.session_uid) == expected
+    # What Blender shows is the live solve's: the chain reaches its control as shown (or says it does not).
+    gap = _tip_gap(obj, 0)
+    assert gap <= obj.reach_ik.tolerance * 1.01 or obj.reach_ik.chains[0].message, gap
+
+
+def test_the_idle_timer_solves_the_range_in_slices() -> None:
+    la = _lookahead()
+    obj, start = _cmu()
+    uid = obj.session_uid
+    la.want(uid)
+    la._quiet_since = 0.0  # as long ago as it gets: nothing changed since
+    calls = 0
+    while True:
+        calls += 1
+        again = la._tick()
+        assert la.ready(obj) <= FRAMES + 1
+        if again is None:
+            break
+        assert calls < 10_000
+    assert la.ready(obj) == FRAMES + 1
+    # A frame change after the last update is taken.
+    before = la.hits(obj)
+    bpy.context.scene.frame_set(start + 2)
+    assert la.hits(obj) == before + 1
+
+
+def test_a_rig_whose_targets_are_objects_is_not_solved_ahead_and_plays_as_before() -> None:
+    bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
+    rig = demo_rigs.character()
+    demo_rigs.use_reach(rig)
+    obj = rig.obj
+    target = obj.reach_ik.chains[0].target
+    for f, dx in ((1, 0.0), (10, 0.1)):
+        target.location.x += dx
+        target.keyframe_insert("location", frame=f)
+    bpy.context.scene.frame_set(2)
+    la = _lookahead()
+    why = la.fill(obj)
+    assert isinstance(why, str) and why, why
+    assert la.ready(obj) == 0
+    before = la.hits(obj)
+    bpy.context.scene.frame_set(5)
+    assert la.hits(obj) == before

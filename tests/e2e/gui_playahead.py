@@ -1,0 +1,141 @@
+"""Run inside the real Blender GUI (tests/e2e/test_gui_playahead.py): the one-click humanoid with every bone's
+rotation and location keyed on two frames (its controls moved between them), shown at frame 1 (a frame
+change), left alone until Reach IK's idle timer has solved the playback range ahead (`rig.lookahead`), then
+played with Blender's own Play (`screen.animation_play`) for two seconds and stopped. Records the frames
+solved ahead, the frame changes during playback and how many of them took a frame solved ahead, what the
+last one that did not failed on, and the left arm's status against the pose Blender shows at the end.
+Writes JSON to the path in ``builtins.REACH_PLAY`` and quits."""
+
+from __future__ import annotations
+
+import builtins
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import bpy
+
+OUT = builtins.REACH_PLAY  # type: ignore[attr-defined]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+FRAMES = 48
+result: dict[str, object] = {"ok": False, "errors": []}
+state = {"phase": "wait", "since": time.monotonic(), "changes": 0, "taken": 0, "hits": 0}
+
+
+def _module(name: str):  # type: ignore[no-untyped-def]
+    return next(m for key, m in sys.modules.items() if key.endswith(f"reach_ik.rig.{name}"))
+
+
+def _view3d() -> tuple[bpy.types.Window, bpy.types.Area, bpy.types.Region]:
+    for window in bpy.context.window_manager.windows:
+        for area in window.screen.areas:
+            if area.type == "VIEW_3D":
+                return window, area, next(r for r in area.regions if r.type == "WINDOW")
+    raise RuntimeError("no 3D viewport")
+
+
+def _counted(scene: bpy.types.Scene, *_args: object) -> None:
+    # Appended after Reach IK's own frame_change_post handler: it runs after it, and sees whether it took a
+    # frame solved ahead.
+    if state["phase"] == "play":
+        hits = _module("lookahead").hits(bpy.data.objects["Character"])
+        state["changes"] += 1
+        state["taken"] += hits > state["hits"]
+        state["hits"] = hits
+
+
+def _updates(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
+    # What Blender lists as updated during playback (when Play starts: the scene, the armature, its action).
+    if state["phase"] == "play" and len(result.setdefault("updates", [])) < 10:
+        obj = bpy.data.objects["Character"]
+        result["updates"].append(  # type: ignore[union-attr]
+            [type(u.id).__name__ + ":" + u.id.name for u in depsgraph.updates] + [_module("lookahead").ready(obj)]
+        )
+
+
+def _step() -> float | None:
+    try:
+        obj = bpy.data.objects["Character"]
+        la = _module("lookahead")
+        now = time.monotonic()
+        if state["phase"] == "wait":
+            if la.ready(obj) < FRAMES and now - state["since"] < 60.0:
+                return 0.25
+            result["ready"] = la.ready(obj)
+            result["why_not"] = la.why_not(obj)
+            state["phase"], state["since"] = "play", now
+            state["hits"] = la.hits(obj)
+            window, area, region = _view3d()
+            with bpy.context.temp_override(window=window, area=area, region=region):
+                bpy.ops.screen.animation_play()
+            return 2.0
+        if state["phase"] == "play":
+            window, area, region = _view3d()
+            with bpy.context.temp_override(window=window, area=area, region=region):
+                bpy.ops.screen.animation_cancel(restore_frame=False)
+            state["phase"] = "stopped"
+            result["changes"] = state["changes"]
+            result["taken"] = state["taken"]
+            result["missed"] = la.missed.get(obj.session_uid)
+            result["ready_after"] = la.ready(obj)
+            return 0.5
+        deps = bpy.context.evaluated_depsgraph_get()
+        ev = obj.evaluated_get(deps)
+        ch = next(c for c in obj.reach_ik.chains if c.name == "arm.L")
+        tip = ev.matrix_world @ ev.pose.bones[ch.tip_bone].tail
+        goal = ev.matrix_world @ ev.pose.bones[ch.target_bone].head
+        result.update(
+            frame=bpy.context.scene.frame_current,
+            miss=(tip - goal).length,
+            valid=ch.is_valid,
+            message=ch.message,
+            residual=ch.residual,
+            tolerance=obj.reach_ik.tolerance,
+            ok=True,
+        )
+        return _finish()
+    except Exception:
+        result["errors"].append(traceback.format_exc())  # type: ignore[union-attr]
+        return _finish()
+
+
+def _finish() -> None:
+    with open(OUT, "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    bpy.ops.wm.quit_blender()
+    return None
+
+
+try:
+    from demo import rigs as demo_rigs
+
+    for ob in list(bpy.data.objects):
+        bpy.data.objects.remove(ob)
+    obj = demo_rigs.humanoid("mixamo", bent=True)
+    bpy.context.view_layer.update()
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.reach.auto_setup() == {"FINISHED"}
+    bpy.context.view_layer.update()
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, FRAMES
+    scene.render.fps = 24
+    # Keys: every bone's rotation (its own mode's channel) and location on frames 1 and FRAMES, the controls
+    # moved in between (a keyed FK pose under the chains, keyed IK controls: what Snap to Pose makes).
+    for f, offset in ((1, 0.0), (FRAMES, 0.06)):
+        for pb in obj.pose.bones:
+            if pb.name.startswith("IK-") and "hand" in pb.name:
+                pb.location = (offset, 0.0, -offset) if f > 1 else (0.0, 0.0, 0.0)
+            channel = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}.get(
+                pb.rotation_mode, "rotation_euler"
+            )
+            pb.keyframe_insert(channel, frame=f)
+            pb.keyframe_insert("location", frame=f)
+    scene.frame_set(1)
+    bpy.app.handlers.frame_change_post.append(_counted)
+    bpy.app.handlers.depsgraph_update_post.append(_updates)
+    bpy.app.timers.register(_step, first_interval=1.0)
+except Exception:
+    result["errors"].append(traceback.format_exc())  # type: ignore[union-attr]
+    _finish()
