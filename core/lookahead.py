@@ -16,6 +16,7 @@ result. It imports ``mathutils`` (Blender's C math module, not bpy), as `core.li
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,13 +38,19 @@ _WIDTH = {"rotation_quaternion": 4, "rotation_axis_angle": 4, "rotation_euler": 
 class Frame:
     """One frame solved ahead, and what Blender must show for it to stand."""
 
-    channels: bytes  # every channel as the action gives it (the bytes of `rig.fingerprint.channel_bytes`)
-    pose: F64  # (k, 4, 4) predicted armature-space pose of the checked bones (`Ahead.checks`)
+    channels: bytes  # `digest` of every channel as the action gives it (the bytes of `rig.fingerprint.channel_bytes`)
+    pose: F32  # (k, 4, 4) predicted armature-space pose of the checked bones (`Ahead.checks`)
     written: Channels  # the whole arrays of the channel attributes the solve changed, as written
     raw: F32  # (n, 4) the posed bones' rotations before the write (their FK values), raw as their modes hold them
     raw_written: F32  # (n, 4) the same after the write
     scale_y: F32  # (n,) the posed bones' Y scales (the solve does not stretch: the program leaves stretch out)
     outcomes: dict[int, ChainOutcome]
+
+
+def digest(data: bytes) -> bytes:
+    """What a frame keeps of its channels' bytes: 16 bytes instead of a few kilobytes (a long clip keeps
+    thousands of frames), equal for equal bytes and, for unequal ones, with odds of 2^-128."""
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 class Ahead:
@@ -97,7 +104,7 @@ class Ahead:
     def solve(self, channels: Channels) -> Frame:
         """Solve the frame whose channels (every bone's, float32, as `rig.armature.read_channels` reads all of
         them) the action gives; `channels` is left holding what the write would put there."""
-        key = b"".join(a.tobytes() for a in channels.values())
+        key = digest(b"".join(a.tobytes() for a in channels.values()))
         program = self.program
         # As the live path (`rig.live_program.program_full`): a chain bone's location or any bone's scale that
         # changed since the frame solved before re-measures the chains' shapes.
@@ -116,7 +123,7 @@ class Ahead:
             )
             p = self.parents[b]
             pose[b] = m if p < 0 else pose[p] @ m
-        checked = np.array([pose[b] for b in self.checks], dtype=np.float64)
+        checked = np.array([pose[b] for b in self.checks], dtype=np.float32)
         raw = self._raw(channels)
         world = self.world
         targets: dict[int, Matrix] = {}

@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..core.live import Program
-from ..core.lookahead import Ahead, Frame
+from ..core.lookahead import Ahead, Frame, digest
 from ..core.model import FULL, RigReport
 from ..solvers import search
 from . import anim, armature, cache, fk
@@ -49,7 +49,7 @@ F32 = NDArray[np.float32]
 
 IDLE = 0.5  # seconds without an update (and no playback) before solving ahead
 SLICE = 0.004  # seconds of solving per timer call
-MAX_FRAMES = 20000  # a longer range is not solved ahead
+MAX_FRAMES = 10000  # a longer range is not solved ahead (a frame keeps ~2 KB for a 30-bone rig)
 _NEAR = 1e-5  # how far an evaluated pose may be from the predicted one (translations: times the rig's size)
 
 _PATH = re.compile(
@@ -362,7 +362,7 @@ def play(obj: bpy.types.Object, uid: int, scene: bpy.types.Scene) -> bool:
         return _miss(uid, "settings")
     frame = entry.frames[k]
     channels = armature.read_channels(obj, armature.ALL_CHANNELS)
-    if channel_bytes(channels) != frame.channels:
+    if digest(channel_bytes(channels)) != frame.channels:
         return _miss(uid, "channels")  # a channel the action does not give (posed by hand, a key edited unseen)
     render = scene.render
     if (
