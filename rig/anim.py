@@ -12,6 +12,7 @@ Keys are written in bulk: `keyframe_points.add(n)` + `foreach_set` (BLENDER_NOTE
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import bpy
@@ -247,3 +248,46 @@ def ensure_action(obj: bpy.types.Object, snapshot: ActionSnapshot) -> bpy.types.
     else:
         snapshot.protect(ad.action)
     return ad.action
+
+
+_POSE_PATH = re.compile(
+    r'^pose\.bones\["((?:[^"\\]|\\.)*)"\]\.(location|rotation_quaternion|rotation_euler|rotation_axis_angle|scale)$'
+)
+_CONSTRAINT_PATH = re.compile(r'^pose\.bones\["(?:[^"\\]|\\.)*"\]\.constraints\[')
+
+
+def pose_curves(obj: bpy.types.Object) -> list[tuple[str, int, int, bpy.types.FCurve]] | str:
+    """The F-Curves Blender applies to `obj`'s pose channels, as (channel, bone index, component, F-Curve), or
+    why its animation is more than that: another data path, NLA strips, a blend, drivers of anything but
+    bone constraints, an animated armature data (`rig.lookahead`, `rig.fastread` predict the pose from them).
+    `all_fcurves` reads the action's F-Curves; muted and empty ones are left out, as Blender leaves them."""
+    ad = obj.animation_data
+    if ad is None or ad.action is None:
+        return "no action"
+    if any(not t.mute for t in ad.nla_tracks) or ad.use_tweak_mode:
+        return "NLA strips"
+    # Drivers of constraint settings (the hands' and feet's follow constraints of Set Up Character) drive bones
+    # the solve does not read (the callers check that the bones it reads have no constraints). Any other
+    # driver may set what the solve reads.
+    if any(not _CONSTRAINT_PATH.match(d.data_path) for d in ad.drivers):
+        return "drivers of other than bone constraints"
+    if ad.action_blend_type != "REPLACE" or ad.action_influence != 1.0:
+        return "the action blends"
+    data_ad = obj.data.animation_data
+    if data_ad is not None and (data_ad.action is not None or len(data_ad.drivers)):
+        return "the armature data is animated"
+    index = {name: i for i, name in enumerate(obj.pose.bones.keys())}
+    out = []
+    for fc in all_fcurves(ad.action, obj):
+        if fc.mute or (fc.group is not None and fc.group.mute):
+            continue  # Blender does not apply it
+        if not len(fc.keyframe_points) and not len(fc.modifiers):
+            continue  # an empty F-Curve: not applied either
+        m = _POSE_PATH.match(fc.data_path)
+        if m is None:
+            return f"an F-Curve on '{fc.data_path}' (only bone transforms are predicted)"
+        b = index.get(m.group(1).replace('\\"', '"').replace("\\\\", "\\"), -1)
+        if b < 0:
+            return f"an F-Curve on a bone that does not exist ('{fc.data_path}')"
+        out.append((m.group(2), b, fc.array_index, fc))
+    return out

@@ -77,7 +77,7 @@ class BakeResult:
     chains: list[ChainStats] = field(default_factory=list)
     bones: list[str] = field(default_factory=list)
     keys_written: int = 0
-    read_path: str = ""  # 'fcurves' (inputs evaluated directly) or 'frame_set' (stepped through the scene)
+    read_path: str = ""  # 'fcurves' (targets' F-Curves evaluated), 'pose' (the armature's, posed by FK) or 'frame_set'
     warnings: list[str] = field(default_factory=list)
     seconds_read: float = 0.0
     seconds_solve: float = 0.0
@@ -297,8 +297,10 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
     try:
         with live.suspended(obj):
             fast = fastread.read_all(obj, plan, frames)
-            inputs = fast if fast is not None else stack_inputs(_read_frames(obj, plan, frames, scene, progress))
-            result.read_path = "fcurves" if fast is not None else "frame_set"
+            posed = None if fast is not None else fastread.read_posed(obj, plan, frames)
+            read = fast if fast is not None else posed
+            inputs = read if read is not None else stack_inputs(_read_frames(obj, plan, frames, scene, progress))
+            result.read_path = "fcurves" if fast is not None else "pose" if posed is not None else "frame_set"
             result.seconds_read = time.perf_counter() - t0
             broken = check_inputs(obj, plan, inputs)
             if broken:

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..core import convert
-from ..core.model import Plan
+from ..core.model import FULL, Plan
 from . import anim, armature
 from .props import rig_settings
 from .solve import Inputs
@@ -208,4 +208,97 @@ def read_all(obj: bpy.types.Object, plan: Plan, frames: list[int]) -> Inputs | N
         # animated here (the armature's action keys chain bone rotations only), so the plan's values hold.
         scale = armature.read_channels(obj, (("scale", 3),))["scale"].astype(np.float64)
         inputs.scale = np.tile(scale[None], (f, 1, 1))
+    return inputs
+
+
+def read_posed(obj: bpy.types.Object, plan: Plan, frames: list[int]) -> Inputs | None:
+    """Every frame's inputs of an armature its own action animates whose targets and poles are its own bones
+    (motion capture set up in one click), without stepping the scene: the channels from the F-Curves, the pose
+    by forward kinematics (Blender's ``parent @ rest_rel @ basis``), the targets and poles from that pose. None
+    when only stepping frames gives the answer.
+
+    What makes it equivalent (as `rig.lookahead`'s prediction of a frame): every animated channel is a pose
+    bone's transform set by an F-Curve of the armature's one action (`anim.pose_curves`); the bones the solve
+    reads (the chains, the bones above them, the control bones) have no constraints, inherit their parent's
+    rotation and scale in full and use local location; the armature object is neither parented, constrained
+    nor animated. Other bones (the hands and feet a follow constraint turns) get their channels' pose, which no
+    chain's solve reads. The pose is float64 from the float32 channels, where Blender evaluates in float32
+    (`tests/blender/test_fastread.py` compares both paths)."""
+    render = bpy.context.scene.render
+    if render.frame_map_old != render.frame_map_new or obj.parent is not None or len(obj.constraints):
+        return None
+    s = rig_settings(obj)
+    chains = [c for g in plan.groups for c in g.chains]
+    if s.start_from != "CURRENT" or not chains or obj.data.pose_position != "POSE":
+        return None
+    if any(s.chains[c.index].influence < 1.0 for c in chains):
+        return None
+    if any(c.target_local < 0 or (c.pole is not None and c.pole_local < 0) for c in chains):
+        return None
+    curves = anim.pose_curves(obj)
+    if isinstance(curves, str):
+        return None
+    sk = armature.skeleton(obj)
+    parents: list[int] = sk.parent.tolist()
+    need: set[int] = set()
+    for c in chains:
+        # With Use Target Rotation the tip bone (not among the chain's bones) takes the target's orientation.
+        tip = sk.index.get(s.chains[c.index].tip_bone, -1) if c.use_target_rotation else -1
+        for b in (*c.bones, c.target_local, c.pole_local, tip):
+            while b >= 0 and b not in need:
+                need.add(b)
+                b = parents[b]
+    pose_bones = obj.pose.bones
+    bones = obj.data.bones
+    for b in need:
+        pb = pose_bones[b]
+        if len(pb.constraints) or not bool(sk.inherits[b]) or int(sk.inherit_scale[b]) != FULL:
+            return None
+        if not bones[pb.name].use_local_location and not bool(sk.connected[b]):
+            return None
+    # One evaluation so the channels no key sets and the armature's matrix are current.
+    bpy.context.view_layer.update()
+    base = armature.read_channels(obj, armature.ALL_CHANNELS)
+    f = len(frames)
+    values = {attr: np.repeat(v[None], f, axis=0) for attr, v in base.items()}
+    for (attr, b, i, fc), sampled in zip(curves, _sampled(obj, [c[3] for c in curves], frames), strict=True):
+        if sampled is None:
+            evaluate = fc.evaluate
+            sampled = np.array([evaluate(fr) for fr in frames], dtype=np.float32)
+        values[attr][:, b, i] = sampled
+    modes = armature.rotation_mode_values(obj).tolist()
+    n = len(sk.names)
+    pose = np.empty((f, n, 4, 4))
+    basis = np.zeros((f, 4, 4))
+    basis[:, 3, 3] = 1.0
+    for b in sorted(range(n), key=lambda k: (int(sk.depth[k]), k)):
+        mode = armature.MODE_NAMES[modes[b]]
+        if mode == "QUATERNION":
+            q = values["rotation_quaternion"][:, b].astype(np.float64)
+            rot = convert.quaternion_to_matrix(q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-300))
+        elif mode == "AXIS_ANGLE":
+            aa = values["rotation_axis_angle"][:, b].astype(np.float64)
+            norm = np.linalg.norm(aa[:, 1:], axis=1, keepdims=True)
+            axis = aa[:, 1:] / np.maximum(norm, 1e-300)
+            half = 0.5 * aa[:, 0] * (norm[:, 0] > 0.0)  # a zero axis is no rotation, as Blender takes it
+            q = np.concatenate([np.cos(half)[:, None], np.sin(half)[:, None] * axis], axis=1)
+            rot = convert.quaternion_to_matrix(q)
+        else:
+            rot = convert.euler_to_matrix(values["rotation_euler"][:, b].astype(np.float64), mode)
+        basis[:, :3, :3] = rot * values["scale"][:, b].astype(np.float64)[:, None, :]
+        basis[:, :3, 3] = 0.0 if bool(sk.connected[b]) else values["location"][:, b]
+        local = sk.rest_rel4[b] @ basis
+        pose[:, b] = local if parents[b] < 0 else pose[:, parents[b]] @ local
+    world = np.tile(np.array(obj.matrix_world, dtype=np.float64)[None], (f, 1, 1))
+    with_pole = [c for c in chains if c.pole is not None]
+    rows = [c.target_local for c in chains] + [c.pole_local for c in with_pole]
+    objects = world[:, None] @ pose[:, rows]
+    targets = {c.index: objects[:, k] for k, c in enumerate(chains)}
+    poles = {c.index: objects[:, len(chains) + k] for k, c in enumerate(with_pole)}
+    inputs = Inputs(pose, world, targets, poles, objects=objects)
+    for c in with_pole:
+        angle = float(s.chains[c.index].pole_angle)
+        if angle != 0.0:
+            inputs.pole_angles[c.index] = np.full(f, angle)
+    inputs.scale = values["scale"].astype(np.float64)
     return inputs

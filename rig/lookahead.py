@@ -26,7 +26,6 @@ keyed starts from the previous frame's result) are not solved ahead (`why_not` s
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 
@@ -52,11 +51,6 @@ SLICE = 0.004  # seconds of solving per timer call
 MAX_FRAMES = 10000  # a longer range is not solved ahead (a frame keeps ~2 KB for a 30-bone rig)
 _NEAR = 1e-5  # how far an evaluated pose may be from the predicted one (translations: times the rig's size)
 
-_PATH = re.compile(
-    r'^pose\.bones\["((?:[^"\\]|\\.)*)"\]\.(location|rotation_quaternion|rotation_euler|rotation_axis_angle|scale)$'
-)
-
-_CONSTRAINT_PATH = re.compile(r'^pose\.bones\["(?:[^"\\]|\\.)*"\]\.constraints\[')
 
 _wanted: set[int] = set()  # rigs to solve ahead (or to check) when things are quiet
 _quiet_since = 0.0  # time.monotonic() of the last update that listed a rig solved ahead or to solve ahead
@@ -159,7 +153,7 @@ def _start(obj: bpy.types.Object, scene: bpy.types.Scene) -> Entry | str:
     first, last_frame = _frame_range(scene)
     if last_frame < first or last_frame - first + 1 > MAX_FRAMES:
         return "the playback range is empty or too long"
-    curves = _curves(obj)
+    curves = anim.pose_curves(obj)
     if isinstance(curves, str):
         return curves
     paths = [(attr, b, i) for attr, b, i, _fc in curves]
@@ -221,40 +215,6 @@ def _start(obj: bpy.types.Object, scene: bpy.types.Scene) -> Entry | str:
     )
 
 
-def _curves(obj: bpy.types.Object) -> list[tuple[str, int, int, bpy.types.FCurve]] | str:
-    """The F-Curves Blender applies to `obj`'s pose channels, or why its animation is more than that."""
-    ad = obj.animation_data
-    if ad is None or ad.action is None:
-        return "no action"
-    if any(not t.mute for t in ad.nla_tracks) or ad.use_tweak_mode:
-        return "NLA strips"
-    # Drivers of constraint settings (the hands' and feet's follow constraints of Set Up Character) drive bones
-    # the solve does not read: the bones it reads have no constraints (`_start`). Any other driver may set
-    # what the solve reads.
-    if any(not _CONSTRAINT_PATH.match(d.data_path) for d in ad.drivers):
-        return "drivers of other than bone constraints"
-    if ad.action_blend_type != "REPLACE" or ad.action_influence != 1.0:
-        return "the action blends"
-    data_ad = obj.data.animation_data
-    if data_ad is not None and (data_ad.action is not None or len(data_ad.drivers)):
-        return "the armature data is animated"
-    index = {name: i for i, name in enumerate(obj.pose.bones.keys())}
-    out = []
-    for fc in anim.all_fcurves(ad.action, obj):
-        if fc.mute or (fc.group is not None and fc.group.mute):
-            continue  # Blender does not apply it
-        if not len(fc.keyframe_points) and not len(fc.modifiers):
-            continue  # an empty F-Curve: not applied either
-        m = _PATH.match(fc.data_path)
-        if m is None:
-            return f"an F-Curve on '{fc.data_path}' (only bone transforms are predicted)"
-        b = index.get(m.group(1).replace('\\"', '"').replace("\\\\", "\\"), -1)
-        if b < 0:
-            return f"an F-Curve on a bone that does not exist ('{fc.data_path}')"
-        out.append((m.group(2), b, fc.array_index, fc))
-    return out
-
-
 def _keys(curves: list[bpy.types.FCurve]) -> bytes | None:
     """Everything of `curves` that sets their values: keys, handles, interpolation, extrapolation (None when one
     has modifiers, whose settings are not compared)."""
@@ -294,7 +254,7 @@ def _still(obj: bpy.types.Object, entry: Entry, scene: bpy.types.Scene) -> bool:
         return False
     if obj.get(fk.NAMES_KEY) != entry.names_text:
         return False
-    curves = _curves(obj)
+    curves = anim.pose_curves(obj)
     if isinstance(curves, str) or [(a, b, i) for a, b, i, _fc in curves] != entry.paths:
         return False
     now = armature.read_channels(obj, armature.ALL_CHANNELS)
@@ -306,7 +266,7 @@ def _still(obj: bpy.types.Object, entry: Entry, scene: bpy.types.Scene) -> bool:
 def _extend(obj: bpy.types.Object, entry: Entry, deadline: float | None) -> bool:
     """Solve the entry's next frames until `deadline` (None: all); True when its range is done (False also when
     its F-Curves are no longer those it was made for: `_tick` drops it)."""
-    curves = _curves(obj)
+    curves = anim.pose_curves(obj)
     if isinstance(curves, str) or [(a, b, i) for a, b, i, _fc in curves] != entry.paths:
         entry.stale = True
         return False

@@ -113,3 +113,93 @@ def test_fast_path_refuses_what_it_cannot_evaluate() -> None:
     target.constraints.clear()
     rig.pose.bones["b0"].keyframe_insert("location", frame=1)
     assert fastread.read_all(rig, plan, [1, 2]) is None, "an animated bone location needs frame_set"
+
+
+def _posed_pair(frames: list[int]):  # type: ignore[no-untyped-def]
+    """The CMU walk set up in one click (`test_lookahead._cmu`): its inputs over `frames` read both ways."""
+    from test_lookahead import _cmu
+
+    obj, start = _cmu()
+    obj.location, obj.rotation_euler = (0.3, -0.2, 0.1), (0.1, 0.0, 0.4)  # the armature's matrix counts too
+    rigs.update()
+    solve = bpy_session.submodule("rig.solve")
+    fastread = bpy_session.submodule("rig.fastread")
+    bake = bpy_session.submodule("rig.bake")
+    live = bpy_session.submodule("rig.live")
+    _report, sk, plan = solve.prepare(obj)
+    frames = [start + f for f in frames]
+    with live.suspended(obj):
+        posed = fastread.read_posed(obj, plan, frames)
+        stepped = solve.stack_inputs(bake._read_frames(obj, plan, frames, bpy.context.scene, None))
+    return obj, sk, plan, posed, stepped
+
+
+def test_motion_capture_posed_from_its_keys_matches_frame_set() -> None:
+    """An armature its own action animates, its targets and poles its own bones: the channels from the
+    F-Curves and the pose by forward kinematics give what stepping frames reads, for every bone a chain's
+    solve reads (the chains, the bones above them, the controls); the target and pole matrices too."""
+    obj, sk, plan, posed, stepped = _posed_pair(list(range(0, 24, 3)))
+    assert posed is not None, "the set-up clip takes the posed read"
+    parents = sk.parent.tolist()
+    read: set[int] = set()
+    for c in (c for g in plan.groups for c in g.chains):
+        tip = sk.index[obj.reach_ik.chains[c.index].tip_bone]
+        for b in (*c.bones, c.target_local, c.pole_local, tip):
+            while b >= 0:
+                read.add(b)
+                b = parents[b]
+    rows = sorted(read)
+    assert np.allclose(posed.pose[:, rows], stepped.pose[:, rows], atol=1e-5)
+    assert np.array_equal(posed.world, stepped.world)
+    assert np.array_equal(posed.scale, stepped.scale)
+    for i in stepped.targets:
+        assert np.allclose(posed.targets[i], stepped.targets[i], atol=1e-5)
+    for i in stepped.poles:
+        assert np.allclose(posed.poles[i], stepped.poles[i], atol=1e-5)
+    # The hands and feet follow their controls by constraints: the read leaves them as their channels pose
+    # them (no chain reads them), which is why the rows compared are the ones the solve reads.
+    wrist = sk.index[obj.reach_ik.chains[0].tip_bone]
+    assert wrist in read
+
+
+def test_motion_capture_baked_through_the_posed_read_keys_what_stepping_frames_keys() -> None:
+    from test_lookahead import FRAMES, _cmu
+
+    anim = bpy_session.submodule("rig.anim")
+    fastread = bpy_session.submodule("rig.fastread")
+    keys = {}
+    for path in ("pose", "frame_set"):
+        obj, start = _cmu()
+        bpy.context.view_layer.objects.active = obj
+        real = fastread.read_posed
+        if path == "frame_set":
+            fastread.read_posed = lambda *_a: None
+        try:
+            bake = bpy_session.submodule("rig.bake")
+            result = bake.bake_rig(obj, bake.BakeOptions(frame_start=start, frame_end=start + FRAMES))
+        finally:
+            fastread.read_posed = real
+        assert result.read_path == path
+        keys[path] = {
+            (fc.data_path, fc.array_index): np.array([fc.evaluate(f) for f in range(start, start + FRAMES + 1)])
+            for fc in anim.all_fcurves(obj.animation_data.action, obj)
+        }
+    assert keys["pose"].keys() == keys["frame_set"].keys()
+    worst = max(float(np.abs(keys["pose"][k] - keys["frame_set"][k]).max()) for k in keys["pose"])
+    assert worst < 1e-4, worst
+
+
+def test_posed_read_refuses_a_constraint_on_a_bone_the_solve_reads() -> None:
+    from test_lookahead import _cmu
+
+    obj, _start = _cmu()
+    solve = bpy_session.submodule("rig.solve")
+    fastread = bpy_session.submodule("rig.fastread")
+    _report, _sk, plan = solve.prepare(obj)
+    chain = next(c for g in plan.groups for c in g.chains)
+    assert fastread.read_posed(obj, plan, [1, 2]) is not None
+    con = obj.pose.bones[chain.bones[0]].constraints.new("COPY_ROTATION")
+    assert fastread.read_posed(obj, plan, [1, 2]) is None, "a constrained chain bone needs frame_set"
+    obj.pose.bones[chain.bones[0]].constraints.remove(con)
+    obj.reach_ik.chains[chain.index].influence = 0.5
+    assert fastread.read_posed(obj, plan, [1, 2]) is None, "a blend with FK reads each frame's channels"
