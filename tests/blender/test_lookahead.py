@@ -221,3 +221,48 @@ def test_a_rig_whose_targets_are_objects_is_not_solved_ahead_and_plays_as_before
     before = la.hits(obj)
     bpy.context.scene.frame_set(5)
     assert la.hits(obj) == before
+
+
+def test_a_key_equal_to_what_reach_ik_wrote_keeps_the_stored_fk_value() -> None:
+    """The FK store's rule (`rig/fk.py`): a channel holding exactly what Reach IK last wrote keeps the FK value
+    stored then. A frame whose keys give a chain bone exactly what the frame before wrote is therefore not
+    taken from the frames solved ahead (they take every channel for FK): it is solved as before, and the
+    store keeps the earlier FK value, as live playback keeps it."""
+    la = _lookahead()
+    fk = bpy_session.submodule("rig.fk")
+    armature = bpy_session.submodule("rig.armature")
+    obj, start = _cmu()
+    scene = bpy.context.scene
+    f = start + 10
+    # The control a little off the clip's hand at frame f: the solve turns the arm away from its keys there.
+    ch = obj.reach_ik.chains[0]
+    for i in range(3):
+        kp = next(
+            k for k in _fcurve(obj, f'pose.bones["{ch.target_bone}"].location', i).keyframe_points if round(k.co.x) == f
+        )
+        kp.co.y += 0.03
+        kp.handle_left.y += 0.03
+        kp.handle_right.y += 0.03
+    rigs.update()
+    assert la.fill(obj) is None
+    scene.frame_set(f)
+    bone = ch.tip_bone
+    b = obj.pose.bones.find(bone)
+    mode = obj.pose.bones[b].rotation_mode
+    attr, width = armature.rotation_channel(mode)
+    written = [float(v) for v in getattr(obj.pose.bones[b], attr)][:width]
+    fk_before = fk.Store.read(obj).rows[fk.Store.read(obj).index[bone], fk.FK][:width].copy()
+    assert not np.array_equal(np.float32(written), fk_before), "the solve turned the bone"
+    # The next frame's keys give the bone exactly what the solve wrote at this one.
+    for i in range(width):
+        fc = _fcurve(obj, f'pose.bones["{bone}"].{attr}', i)
+        kp = next(k for k in fc.keyframe_points if round(k.co.x) == f + 1)
+        kp.co.y = kp.handle_left.y = kp.handle_right.y = written[i]
+    rigs.update()
+    assert la.fill(obj) is None  # solved again for the new keys
+    scene.frame_set(f)
+    before = la.hits(obj)
+    scene.frame_set(f + 1)
+    assert la.hits(obj) == before and la.missed[obj.session_uid] == "ours"
+    store = fk.Store.read(obj)
+    assert np.array_equal(store.rows[store.index[bone], fk.FK][:width], fk_before), "the stored FK value stands"
