@@ -12,6 +12,8 @@ Cases (d), (d4), (d5), (d0) and (m), (m0) are the rig one click of Set Up Charac
 the Mixamo-named humanoid of the tests dragged (one hand; four limbs; chest and head; one hand without limits)
 and the CMU walk in `../shared/data/mocap/` played back (with and without limits), each per update: median,
 p95 and max against Blender's IK on the same skeleton. `--only d,d4,d5,m` runs them; the default runs all.
+(m) and (m0) play the walk after solving its range ahead (`rig.lookahead.fill`: what the viewport's idle timer
+does; its cost per frame is printed above the row); (mp) plays it with limits, not solved ahead.
 (dp) and (d4p) are (d) and (d4) with the controls solved only after the evaluation (`live.solve_before` off:
 two evaluations per update, as before `rig/live_pre.py`).
 
