@@ -8,31 +8,20 @@ distance to its control as Blender shows it and the chain's status. Writes JSON 
 from __future__ import annotations
 
 import builtins
-import json
 import sys
 import traceback
 from pathlib import Path
 
 import bpy
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gui_script import finish, module, set_up_humanoid, view3d
+
 OUT = builtins.REACH_DRAG  # type: ignore[attr-defined]
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 result: dict[str, object] = {"ok": False, "errors": [], "steps": []}
 # Toward the body and around, within the arm's reach (the set-up humanoid's arm is nearly straight).
 MOVES = [(-0.06, 0.0, 0.02), (-0.05, -0.03, 0.0), (0.02, 0.0, -0.05), (0.0, 0.04, 0.03), (-0.04, 0.0, 0.0)]
 state = {"k": 0, "guessed": 0, "solved": 0}
-
-
-def _live():  # type: ignore[no-untyped-def]
-    return next(m for name, m in sys.modules.items() if name.endswith("reach_ik.rig.live"))
-
-
-def _view3d() -> tuple[bpy.types.Window, bpy.types.Area, bpy.types.Region]:
-    for window in bpy.context.window_manager.windows:
-        for area in window.screen.areas:
-            if area.type == "VIEW_3D":
-                return window, area, next(r for r in area.regions if r.type == "WINDOW")
-    raise RuntimeError("no 3D viewport")
 
 
 def _measure(tag: str, guessed: int, solved: int) -> None:
@@ -45,8 +34,8 @@ def _measure(tag: str, guessed: int, solved: int) -> None:
     result["steps"].append(  # type: ignore[union-attr]
         {
             "tag": tag,
-            "guesses": _live().guess_count(obj) - guessed,
-            "solves": _live().solve_count(obj) - solved,
+            "guesses": module("live").guess_count(obj) - guessed,
+            "solves": module("live").solve_count(obj) - solved,
             "miss": (tip - goal).length,
             "valid": ch.is_valid,
             "message": ch.message,
@@ -65,9 +54,9 @@ def _step() -> float | None:
             result["ok"] = True
             return _finish()
         obj = bpy.data.objects["Character"]
-        state["guessed"] = _live().guess_count(obj)
-        state["solved"] = _live().solve_count(obj)
-        window, area, region = _view3d()
+        state["guessed"] = module("live").guess_count(obj)
+        state["solved"] = module("live").solve_count(obj)
+        window, area, region = view3d()
         with bpy.context.temp_override(window=window, area=area, region=region, active_object=obj, object=obj):
             bpy.ops.transform.translate(value=MOVES[k], orient_type="GLOBAL")
         state["k"] = k + 1
@@ -78,22 +67,11 @@ def _step() -> float | None:
 
 
 def _finish() -> None:
-    with open(OUT, "w", encoding="utf-8") as f:
-        json.dump(result, f)
-    bpy.ops.wm.quit_blender()
-    return None
+    return finish(result, OUT)
 
 
 try:
-    from demo import rigs as demo_rigs
-
-    for ob in list(bpy.data.objects):
-        bpy.data.objects.remove(ob)
-    obj = demo_rigs.humanoid("mixamo", bent=True)
-    bpy.context.view_layer.update()
-    bpy.context.view_layer.objects.active = obj
-    assert bpy.ops.reach.auto_setup() == {"FINISHED"}
-    bpy.context.view_layer.update()
+    obj = set_up_humanoid()
     bpy.ops.object.mode_set(mode="POSE")
     for pb in obj.pose.bones:
         pb.bone.select = pb.name == "IK-hand.L"

@@ -6,11 +6,15 @@ the leader's update, by the timer Reach IK schedules, without any further edit. 
 from __future__ import annotations
 
 import builtins
-import json
+import sys
 import traceback
+from pathlib import Path
 
 import bpy
 from mathutils import Vector
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gui_script import finish
 
 OUT = builtins.REACH_FOLLOW  # type: ignore[attr-defined]
 result: dict[str, object] = {"ok": False, "errors": [], "steps": []}
@@ -81,10 +85,7 @@ def _step() -> float | None:
 
 
 def _finish() -> None:
-    with open(OUT, "w", encoding="utf-8") as f:
-        json.dump(result, f)
-    bpy.ops.wm.quit_blender()
-    return None
+    return finish(result, OUT)
 
 
 try:

@@ -9,7 +9,6 @@ Writes JSON to the path in ``builtins.REACH_PLAY`` and quits."""
 from __future__ import annotations
 
 import builtins
-import json
 import sys
 import time
 import traceback
@@ -17,30 +16,20 @@ from pathlib import Path
 
 import bpy
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gui_script import finish, module, set_up_humanoid, view3d
+
 OUT = builtins.REACH_PLAY  # type: ignore[attr-defined]
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 FRAMES = 48
 result: dict[str, object] = {"ok": False, "errors": []}
 state = {"phase": "wait", "since": time.monotonic(), "changes": 0, "taken": 0, "hits": 0}
-
-
-def _module(name: str):  # type: ignore[no-untyped-def]
-    return next(m for key, m in sys.modules.items() if key.endswith(f"reach_ik.rig.{name}"))
-
-
-def _view3d() -> tuple[bpy.types.Window, bpy.types.Area, bpy.types.Region]:
-    for window in bpy.context.window_manager.windows:
-        for area in window.screen.areas:
-            if area.type == "VIEW_3D":
-                return window, area, next(r for r in area.regions if r.type == "WINDOW")
-    raise RuntimeError("no 3D viewport")
 
 
 def _counted(scene: bpy.types.Scene, *_args: object) -> None:
     # Appended after Reach IK's own frame_change_post handler: it runs after it, and sees whether it took a
     # frame solved ahead.
     if state["phase"] == "play":
-        hits = _module("lookahead").hits(bpy.data.objects["Character"])
+        hits = module("lookahead").hits(bpy.data.objects["Character"])
         state["changes"] += 1
         state["taken"] += hits > state["hits"]
         state["hits"] = hits
@@ -51,14 +40,14 @@ def _updates(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
     if state["phase"] == "play" and len(result.setdefault("updates", [])) < 10:
         obj = bpy.data.objects["Character"]
         result["updates"].append(  # type: ignore[union-attr]
-            [type(u.id).__name__ + ":" + u.id.name for u in depsgraph.updates] + [_module("lookahead").ready(obj)]
+            [type(u.id).__name__ + ":" + u.id.name for u in depsgraph.updates] + [module("lookahead").ready(obj)]
         )
 
 
 def _step() -> float | None:
     try:
         obj = bpy.data.objects["Character"]
-        la = _module("lookahead")
+        la = module("lookahead")
         now = time.monotonic()
         if state["phase"] == "wait":
             if la.ready(obj) < FRAMES and now - state["since"] < 60.0:
@@ -67,12 +56,12 @@ def _step() -> float | None:
             result["why_not"] = la.why_not(obj)
             state["phase"], state["since"] = "play", now
             state["hits"] = la.hits(obj)
-            window, area, region = _view3d()
+            window, area, region = view3d()
             with bpy.context.temp_override(window=window, area=area, region=region):
                 bpy.ops.screen.animation_play()
             return 2.0
         if state["phase"] == "play":
-            window, area, region = _view3d()
+            window, area, region = view3d()
             with bpy.context.temp_override(window=window, area=area, region=region):
                 bpy.ops.screen.animation_cancel(restore_frame=False)
             state["phase"] = "stopped"
@@ -102,22 +91,11 @@ def _step() -> float | None:
 
 
 def _finish() -> None:
-    with open(OUT, "w", encoding="utf-8") as f:
-        json.dump(result, f)
-    bpy.ops.wm.quit_blender()
-    return None
+    return finish(result, OUT)
 
 
 try:
-    from demo import rigs as demo_rigs
-
-    for ob in list(bpy.data.objects):
-        bpy.data.objects.remove(ob)
-    obj = demo_rigs.humanoid("mixamo", bent=True)
-    bpy.context.view_layer.update()
-    bpy.context.view_layer.objects.active = obj
-    assert bpy.ops.reach.auto_setup() == {"FINISHED"}
-    bpy.context.view_layer.update()
+    obj = set_up_humanoid()
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, FRAMES
     scene.render.fps = 24
