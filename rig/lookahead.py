@@ -85,6 +85,7 @@ class Entry:
     near: float  # translation tolerance of the pose check
     frame_map: tuple[int, int]
     stale: bool = False  # an update listed the rig since: `_still` says whether the frames still hold
+    broken: bool = False  # a frame change found Blender showing other inputs: solved again when quiet
 
 
 def why_not(obj: bpy.types.Object) -> str | None:
@@ -96,6 +97,25 @@ def ready(obj: bpy.types.Object) -> int:
     """How many frames of `obj`'s range are solved ahead."""
     entry = cache.ahead.get(obj.session_uid)
     return 0 if entry is None else len(entry.frames)
+
+
+def status(obj: bpy.types.Object) -> tuple[str, str] | None:
+    """What the panel says about `obj`'s playback: (text, icon), or None when there is nothing to say (never
+    played or scrubbed, or no action to play)."""
+    uid = obj.session_uid
+    entry: Entry | None = cache.ahead.get(uid)
+    why = _why.get(uid)
+    if entry is None:
+        if why is None or why == "no action" or why.startswith("not "):
+            return None
+        return f"Playback solved frame by frame: {why}", "INFO"
+    total = entry.last - entry.first + 1
+    done = len(entry.frames)
+    if (entry.stale or entry.broken) and uid in _wanted:
+        return "Playback: checking the frames solved ahead after an edit", "TIME"
+    if done < total:
+        return f"Playback: solving ahead, {done} of {total} frames", "TIME"
+    return f"Playback solved ahead: frames {entry.first}-{entry.last}", "CHECKMARK"
 
 
 def hits(obj: bpy.types.Object) -> int:
@@ -254,6 +274,9 @@ def _still(obj: bpy.types.Object, entry: Entry, scene: bpy.types.Scene) -> bool:
         return False
     if obj.get(fk.NAMES_KEY) != entry.names_text:
         return False
+    pose_bones = obj.pose.bones
+    if any(len(pose_bones[b].constraints) for b in entry.ahead.checks):
+        return False
     curves = anim.pose_curves(obj)
     if isinstance(curves, str) or [(a, b, i) for a, b, i, _fc in curves] != entry.paths:
         return False
@@ -375,12 +398,16 @@ def play(obj: bpy.types.Object, uid: int, scene: bpy.types.Scene) -> bool:
 
 
 def _miss(uid: int, why: str) -> bool:
-    """A frame solved ahead not taken: the frames are checked (and solved again if need be) when things are
-    quiet."""
+    """A frame solved ahead not taken. Blender showing other inputs than predicted (`why`: "channels", "rig",
+    "pose", "store") makes the frames be solved again when things are quiet; a changed setting makes them be
+    checked; a frame the FK store's rule keeps from them ("ours") is solved as it is shown every time."""
     missed[uid] = why
     entry = cache.ahead.get(uid)
-    if entry is not None and not entry.stale:
-        entry.stale = True
+    if entry is not None and why != "ours":
+        if why == "settings":
+            entry.stale = True
+        else:
+            entry.broken = True
         want(uid)
     return False
 
@@ -412,7 +439,8 @@ def changed(uid: int) -> None:
 def want(uid: int) -> None:
     """Solve `uid` ahead once things are quiet (a frame change showed it: it is being played or scrubbed)."""
     entry = cache.ahead.get(uid)
-    if uid in _why or (entry is not None and not entry.stale and len(entry.frames) > entry.last - entry.first):
+    done = entry is not None and not (entry.stale or entry.broken) and len(entry.frames) > entry.last - entry.first
+    if uid in _why or done:
         return  # ruled out until something changes, or solved ahead
     _wanted.add(uid)
     if not bpy.app.background and not bpy.app.timers.is_registered(_tick):
@@ -450,7 +478,18 @@ def _tick() -> float | None:
             _wanted.discard(uid)
         if time.monotonic() >= deadline:
             break
+    _redraw_sidebars()  # the panel's playback line (`status`)
     return 0.0 if _wanted else None
+
+
+def _redraw_sidebars() -> None:
+    wm = bpy.context.window_manager
+    for window in wm.windows if wm is not None else ():
+        for area in window.screen.areas:
+            if area.type == "VIEW_3D":
+                for region in area.regions:
+                    if region.type == "UI":
+                        region.tag_redraw()
 
 
 def _entry(obj: bpy.types.Object, scene: bpy.types.Scene) -> Entry | None:
@@ -458,7 +497,9 @@ def _entry(obj: bpy.types.Object, scene: bpy.types.Scene) -> Entry | None:
     (None, and `why_not` says why, when the rig cannot be solved ahead)."""
     uid = obj.session_uid
     entry = cache.ahead.get(uid)
-    if entry is not None and entry.stale:
+    if entry is not None and entry.broken:
+        entry = None
+    elif entry is not None and entry.stale:
         if _still(obj, entry, scene):
             entry.stale = False
         else:

@@ -10,7 +10,7 @@ from bpy.types import Context, Object, Panel, UILayout, UIList
 
 from ..core.presets import PRESET_ITEMS
 from ..operators.chains import active_pose_bone
-from ..rig import fixes
+from ..rig import fixes, lookahead
 from ..rig.compat import classes_factory
 from ..rig.props import SOLVER_ITEMS, ReachChain, bone_limits, rig_settings
 
@@ -85,6 +85,9 @@ class VIEW3D_PT_reach_ik(PanelMixin, Panel):
         row = layout.row(align=True)
         row.operator("reach.solve", text="Solve Now", icon="FILE_REFRESH")
         row.operator("reach.bake", text="Bake", icon="KEYFRAME_HLT")
+        playback = lookahead.status(obj)
+        if playback is not None:
+            wrapped(layout, context, playback[0], icon=playback[1])
 
 
 class REACH_UL_chains(UIList):

@@ -228,3 +228,30 @@ def test_a_chain_refused_for_a_bone_setting_shows_its_fix_button() -> None:
     rigs.update()
     assert not ch.is_valid and "no target" in ch.message, ch.message
     assert "reach.fix_chain" not in [t for m, t in _draw(panel.VIEW3D_PT_reach_ik_chains) if m == "op"]
+
+
+def _flat(log: list[tuple[str, str]]) -> str:
+    """The texts as one line (wrapped labels joined)."""
+    return " ".join(t for _, t in log)
+
+
+def test_the_panel_says_how_playback_is_solved() -> None:
+    """The rig panel's playback line (`rig.lookahead.status`): nothing before a rig was played, the frames
+    solved ahead once they are, and why not when a rig cannot be."""
+    from test_lookahead import FRAMES, _cmu
+
+    la = bpy_session.submodule("rig.lookahead")
+    obj, start = _cmu()
+    bpy.context.view_layer.objects.active = obj
+    assert "Playback" not in _flat(_draw(panel.VIEW3D_PT_reach_ik))
+    assert la.fill(obj) is None
+    text = _flat(_draw(panel.VIEW3D_PT_reach_ik))
+    assert f"Playback solved ahead: frames {start}-{start + FRAMES}" in text, text
+    obj.update_tag()
+    rigs.update()  # an update listed the rig: its frames are checked when things are quiet
+    assert "checking the frames solved ahead" in _flat(_draw(panel.VIEW3D_PT_reach_ik))
+    obj.pose.bones[obj.reach_ik.chains[0].target_bone].constraints.new("COPY_LOCATION")
+    rigs.update()
+    assert la.fill(obj) is not None
+    text = _flat(_draw(panel.VIEW3D_PT_reach_ik))
+    assert "Playback solved frame by frame:" in text and "has constraints" in text, text
