@@ -256,6 +256,18 @@ _POSE_PATH = re.compile(
 _CONSTRAINT_PATH = re.compile(r'^pose\.bones\["(?:[^"\\]|\\.)*"\]\.constraints\[')
 
 
+def rotation_bone(path: str) -> str | None:
+    """The bone whose rotation channel `path` names ('pose.bones["name"].rotation_euler'), else None."""
+    m = _POSE_PATH.match(path)
+    if m is None or not m.group(2).startswith("rotation_"):
+        return None
+    return _unescape(m.group(1))
+
+
+def _unescape(name: str) -> str:
+    return name.replace('\\"', '"').replace("\\\\", "\\")
+
+
 def pose_curves(obj: bpy.types.Object) -> list[tuple[str, int, int, bpy.types.FCurve]] | str:
     """The F-Curves Blender applies to `obj`'s pose channels, as (channel, bone index, component, F-Curve), or
     why its animation is more than that: another data path, NLA strips, a blend, drivers of anything but
@@ -286,7 +298,7 @@ def pose_curves(obj: bpy.types.Object) -> list[tuple[str, int, int, bpy.types.FC
         m = _POSE_PATH.match(fc.data_path)
         if m is None:
             return f"an F-Curve on '{fc.data_path}' (only bone transforms are predicted)"
-        b = index.get(m.group(1).replace('\\"', '"').replace("\\\\", "\\"), -1)
+        b = index.get(_unescape(m.group(1)), -1)
         if b < 0:
             return f"an F-Curve on a bone that does not exist ('{fc.data_path}')"
         out.append((m.group(2), b, fc.array_index, fc))

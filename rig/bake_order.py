@@ -32,12 +32,8 @@ def animated_rotations(obj: bpy.types.Object) -> set[str]:
     actions += [s.action for t in ad.nla_tracks if not t.mute for s in t.strips if s.action is not None]
     for action in actions:
         paths += [fc.data_path for fc in anim.all_fcurves(action, obj)]
-    out = set()
-    prefix = 'pose.bones["'
-    for path in paths:
-        if path.startswith(prefix) and '"].rotation_' in path:
-            out.add(path[len(prefix) : path.index('"].rotation_')].replace('\\"', '"').replace("\\\\", "\\"))
-    return out
+    found = (anim.rotation_bone(path) for path in paths)
+    return {name for name in found if name is not None}
 
 
 def fk_raw(obj: bpy.types.Object, names: tuple[str, ...], bones: list[int], channels: armature.Channels) -> fk.F32:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..core.model import NONE, NONE_LEGACY, ChainPlan, Group, Plan, Skeleton, usable
 from ..core.trees import branch
-from . import cache, fk, renames
+from . import anim, cache, fk, renames
 from .compat import is_bone_selected
 from .props import ReachChain, rig_settings
 
@@ -531,6 +531,14 @@ def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain)
                 "Inherit Scale 'Full', 'Aligned' or 'None'",
                 ((bone.name, "inherit_scale", scale),),
             )
+    driven = driven_rotations(obj)
+    for bi in bones:
+        if sk.names[bi] in driven:
+            return (
+                f"bone '{sk.names[bi]}' has a driver on its rotation: Blender applies it after Reach IK writes the "
+                "pose, so the chain would never show its solve: remove the driver (Drivers editor) or shorten the "
+                "chain"
+            )
     weight = float(ch.weight)
     if not math.isfinite(weight):
         return f"weight {weight} is not a number: set a weight of 0 to 10"
@@ -564,6 +572,15 @@ def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain)
         stretch_problem=stretch_problem,
         ccd_max_step=cap,
     )
+
+
+def driven_rotations(obj: bpy.types.Object) -> set[str]:
+    """Names of the bones whose rotation channels a driver of the armature object sets."""
+    ad = obj.animation_data
+    if ad is None or not len(ad.drivers):
+        return set()
+    found = (anim.rotation_bone(d.data_path) for d in ad.drivers)
+    return {name for name in found if name is not None}
 
 
 def _branch_carriers(obj: bpy.types.Object, sk: Skeleton, members: list[ChainPlan], p: ChainPlan) -> ChainPlan:

@@ -201,7 +201,11 @@ def _plan_key(obj: bpy.types.Object, sk: Skeleton, state: ChainState) -> tuple[o
     """What a plan depends on besides per-frame numbers: chain settings, the objects they point at, bones
     (and, for chains that stretch, whether their bones' Y scale is locked)."""
     locks = armature.scale_locks(obj) if any(row.stretch > 1.0 for row in state) else b""
-    return (sk.key, cache.versions.get(obj.session_uid, 0), obj.data.as_pointer(), state, locks)
+    # A driver added or removed (a chain refuses bones whose rotation a driver sets: `chains.driven_rotations`)
+    # changes the count: the chains are checked again.
+    ad = obj.animation_data
+    drivers = len(ad.drivers) if ad is not None else 0
+    return (sk.key, cache.versions.get(obj.session_uid, 0), obj.data.as_pointer(), state, locks, drivers)
 
 
 @dataclass

@@ -322,3 +322,27 @@ def test_a_rig_deleted_mid_bake_ends_with_a_message(capfd: pytest.CaptureFixture
     out = capfd.readouterr()
     assert "Traceback" not in out.out + out.err, out.out + out.err
     _no_escape()
+
+
+def test_a_driver_on_a_chain_bones_rotation_refuses_the_chain_and_changes_nothing() -> None:
+    """Blender applies a driver after Reach IK writes the pose, so a chain bone whose rotation is driven would
+    never show the solve: the chain says so, and nothing it would pose is touched; without the driver it
+    solves again."""
+    obj = rigs.chain_rig(3)
+    target = rigs.empty("T", (0.6, 0.3, 2.2))
+    ch = rigs.add_chain(obj, "b2", 3, target)
+    rigs.update()
+    assert ch.is_valid, ch.message
+    pb = obj.pose.bones["b1"]
+    pb.rotation_mode = "XYZ"
+    fc = pb.driver_add("rotation_euler", 0)
+    fc.driver.expression = "0.3"
+    rigs.update()
+    assert not ch.is_valid and "driver" in ch.message and "'b1'" in ch.message, ch.message
+    before = rigs.pose_snapshot(obj)
+    target.location.x += 0.2
+    rigs.update()
+    assert rigs.pose_snapshot(obj) == before, "a refused chain poses nothing"
+    pb.driver_remove("rotation_euler", 0)
+    rigs.update()
+    assert ch.is_valid, ch.message
