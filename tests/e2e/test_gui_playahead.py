@@ -17,7 +17,7 @@ def test_playback_in_the_gui_takes_the_frames_solved_ahead(installed: Blender, t
     result = installed.gui_json(SCRIPT, "REACH_PLAY", tmp_path / "play.json", deadline=DEADLINE)
     assert result["ready"] == 48, result
     changes = result["changes"]
-    assert isinstance(changes, int) and changes >= 10, f"Play stepped {changes} frames in two seconds: {result}"
+    assert isinstance(changes, int) and changes >= 24, f"Play stepped {changes} frames before its deadline: {result}"
     assert result["taken"] == changes, result
     assert result["ready_after"] == 48, "playback dropped what was solved ahead"
     assert result["valid"], result
