@@ -445,8 +445,9 @@ def _dependency_order(rigs: list[bpy.types.Object]) -> list[bpy.types.Object]:
     return out
 
 
-def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
-    """Check every rig of `scene` whose inputs may have changed (`updated`: IDs Blender re-evaluated; None: all)."""
+def _run(scene: bpy.types.Scene, updated: set[int] | None, frame_change: bool = False) -> None:
+    """Check every rig of `scene` whose inputs may have changed (`updated`: IDs Blender re-evaluated; None: all;
+    `frame_change`: a frame change, which may take frames solved ahead)."""
     global _busy
     if _busy:
         return
@@ -497,7 +498,7 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None) -> None:
             if not settings.live or not len(settings.chains):
                 fk.release(obj)  # chains disabled or removed give their bones' FK pose back, Live or not
                 continue
-            if updated is None and not dirty and not follows and uid not in leaders:
+            if frame_change and not dirty and not follows and uid not in leaders:
                 if lookahead.play(obj, uid, scene):
                     continue  # a frame solved ahead, and Blender shows what it was solved for
                 lookahead.want(uid)
@@ -640,7 +641,7 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
 def on_frame_change(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
     # No list of what changed comes with a frame change: every rig compares its inputs.
     if not paused:
-        _run(scene, None)
+        _run(scene, None, frame_change=True)
     _skip_once.clear()
 
 

@@ -42,7 +42,7 @@ from .chains import rig_problem, system_override
 from .fingerprint import channel_bytes
 from .live_program import Lean, compile_lean
 from .props import rig_settings
-from .solve import store_status
+from .solve import prepare, store_status
 
 F32 = NDArray[np.float32]
 
@@ -137,9 +137,12 @@ def _start(obj: bpy.types.Object, scene: bpy.types.Scene) -> Entry | str:
         return "not live"
     lean = cache.programs.get(uid)
     planned = cache.plans.get(uid)
-    last = cache.fingerprints.get(uid)
-    if planned is None or last is None:
-        return "not solved yet"
+    if planned is None:
+        # Dropped with the derived caches (an object added or removed anywhere): planned again, as a solve plans.
+        report, _sk, plan = prepare(obj, cached=True)
+        planned = cache.plans.get(uid)
+        if plan is None or planned is None:
+            return report.rig_error or "not planned"
     modes_values = armature.rotation_mode_values(obj)
     if lean is None or lean.plan is not planned[1] or lean.modes != modes_values.tobytes():
         # Compiled as a frame change compiles it (`program_full`).
@@ -150,13 +153,15 @@ def _start(obj: bpy.types.Object, scene: bpy.types.Scene) -> Entry | str:
     if not isinstance(program, Program) or lean.body or program.refused:
         return "a chain the live program leaves to the full solve"
     shown = cache.outcomes.get(uid, {})
-    if any(not getattr(shown.get(link.chain.index), "valid", False) for link in program.links):
+    if any(i in planned[1].errors or not getattr(shown.get(i), "valid", True) for i in program.by_chain):
         return "a chain the last solve refused"
     if any(ch.influence != 1.0 for ch in s.chains) or cache.stretched.get(uid) or cache.hangs.get(uid):
         return "Influence below 1, a stretch, or targets that hang from another rig"
     if any(uid == a for hangs in cache.hangs.values() for a, _b, _o in hangs):
         return "another rig's targets hang from this one"
-    checked = (last.world, system_override(obj))
+    # The key the live path checks the armature under (`program_full`: its world matrix as the fingerprint
+    # reads it, and whether it is a system override).
+    checked = (armature.WorldMatrices().of([obj])[0].tobytes(), system_override(obj))
     check = cache.rig_checks.get(uid)
     if check is None or check[0] != checked:
         check = cache.rig_checks[uid] = (checked, rig_problem(obj))

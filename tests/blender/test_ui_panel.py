@@ -243,6 +243,7 @@ def test_the_panel_says_how_playback_is_solved() -> None:
     la = bpy_session.submodule("rig.lookahead")
     obj, start = _cmu()
     bpy.context.view_layer.objects.active = obj
+    rigs.update()  # (making it active tags the scene: that update lists the scene, not only the rig)
     assert "Playback" not in _flat(_draw(panel.VIEW3D_PT_reach_ik))
     assert la.fill(obj) is None
     text = _flat(_draw(panel.VIEW3D_PT_reach_ik))
