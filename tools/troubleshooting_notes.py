@@ -345,6 +345,15 @@ NOTES: tuple[Note, ...] = (
     ),
     # -- bone settings --
     Note(
+        "has a driver on its rotation",
+        "bones",
+        "A driver sets the rotation of one of the chain's bones. Blender applies drivers after Reach IK writes the "
+        "pose, so the bone would always show the driver's value, never the solve. Remove the driver (Drivers "
+        "editor, or right-click the rotation and Delete Driver), drive something the chain does not pose, or "
+        "shorten the chain so it stops above that bone.",
+        "limitations.md",
+    ),
+    Note(
         "does not inherit its parent's rotation (Bone > Relations)",
         "bones",
         "A chain bone has Inherit Rotation off, so turning the bone above it would not carry it along. Turn "
