@@ -55,6 +55,7 @@ _NEAR = 1e-5  # how far an evaluated pose may be from the predicted one (transla
 _wanted: set[int] = set()  # rigs to solve ahead (or to check) when things are quiet
 _quiet_since = 0.0  # time.monotonic() of the last update that listed a rig solved ahead or to solve ahead
 _why: dict[int, str] = {}  # why a rig was not solved ahead, the last time it was tried
+_redrawn_at = 0.0  # when `_tick` last asked the sidebars to redraw
 # Which check failed, the last time a frame solved ahead was not taken (tests, benchmarks).
 missed: dict[int, str] = {}
 
@@ -469,22 +470,31 @@ def _tick() -> float | None:
     scene = bpy.context.scene
     if scene is None:
         return IDLE
-    deadline = time.monotonic() + SLICE
+    global _redrawn_at
+    now = time.monotonic()
+    deadline = now + SLICE
     by_uid = {ob.session_uid: ob for ob in scene.objects if ob.type == "ARMATURE"}
+    worked = done = False
     for uid in list(_wanted):
         obj = by_uid.get(uid)
         if obj is None:
             _wanted.discard(uid)
             continue
+        if obj.mode == "EDIT":
+            continue  # its bones are being edited: solved once it leaves Edit Mode (that update lists it)
+        worked = True
         entry = _entry(obj, scene)
-        if entry is None:
+        if entry is None or _extend(obj, entry, deadline):
             _wanted.discard(uid)
-        elif _extend(obj, entry, deadline):
-            _wanted.discard(uid)
+            done = True
         if time.monotonic() >= deadline:
             break
-    _redraw_sidebars()  # the panel's playback line (`status`)
-    return 0.0 if _wanted else None
+    if done or now - _redrawn_at > 0.25:
+        _redrawn_at = now
+        _redraw_sidebars()  # the panel's playback line (`status`)
+    if not _wanted:
+        return None
+    return 0.0 if worked else IDLE
 
 
 def _redraw_sidebars() -> None:
