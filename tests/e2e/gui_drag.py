@@ -15,7 +15,7 @@ from pathlib import Path
 import bpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gui_script import finish, module, set_up_humanoid, view3d
+from gui_script import finish, guarded, module, set_up_humanoid, view3d
 
 OUT = builtins.REACH_DRAG  # type: ignore[attr-defined]
 result: dict[str, object] = {"ok": False, "errors": [], "steps": []}
@@ -45,29 +45,22 @@ def _measure(tag: str, guessed: int, solved: int) -> None:
     )
 
 
+@guarded(result, OUT)
 def _step() -> float | None:
-    try:
-        k = state["k"]
-        if k:
-            _measure(f"after move {k - 1}", state["guessed"], state["solved"])
-        if k == len(MOVES):
-            result["ok"] = True
-            return _finish()
-        obj = bpy.data.objects["Character"]
-        state["guessed"] = module("live").guess_count(obj)
-        state["solved"] = module("live").solve_count(obj)
-        window, area, region = view3d()
-        with bpy.context.temp_override(window=window, area=area, region=region, active_object=obj, object=obj):
-            bpy.ops.transform.translate(value=MOVES[k], orient_type="GLOBAL")
-        state["k"] = k + 1
-        return 0.5  # the viewport redraws (Blender evaluates the move) before the next step
-    except Exception:
-        result["errors"].append(traceback.format_exc())  # type: ignore[union-attr]
-        return _finish()
-
-
-def _finish() -> None:
-    return finish(result, OUT)
+    k = state["k"]
+    if k:
+        _measure(f"after move {k - 1}", state["guessed"], state["solved"])
+    if k == len(MOVES):
+        result["ok"] = True
+        return finish(result, OUT)
+    obj = bpy.data.objects["Character"]
+    state["guessed"] = module("live").guess_count(obj)
+    state["solved"] = module("live").solve_count(obj)
+    window, area, region = view3d()
+    with bpy.context.temp_override(window=window, area=area, region=region, active_object=obj, object=obj):
+        bpy.ops.transform.translate(value=MOVES[k], orient_type="GLOBAL")
+    state["k"] = k + 1
+    return 0.5  # the viewport redraws (Blender evaluates the move) before the next step
 
 
 try:
@@ -80,4 +73,4 @@ try:
     bpy.app.timers.register(_step, first_interval=2.0)
 except Exception:
     result["errors"].append(traceback.format_exc())  # type: ignore[union-attr]
-    _finish()
+    finish(result, OUT)

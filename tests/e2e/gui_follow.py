@@ -14,7 +14,7 @@ import bpy
 from mathutils import Vector
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gui_script import finish
+from gui_script import finish, guarded
 
 OUT = builtins.REACH_FOLLOW  # type: ignore[attr-defined]
 result: dict[str, object] = {"ok": False, "errors": [], "steps": []}
@@ -68,24 +68,17 @@ STEPS = [(0.6, 0.3, 2.4), (0.3, -0.2, 2.6), (0.7, 0.1, 2.2)]
 state = {"k": 0}
 
 
+@guarded(result, OUT)
 def _step() -> float | None:
-    try:
-        k = state["k"]
-        if k:
-            _measure(f"after move {k - 1}")  # one second after the move: the timers have run
-        if k == len(STEPS):
-            result["ok"] = True
-            return _finish()
-        bpy.data.objects["TB"].location = STEPS[k]  # as a drag would: the WM evaluates after this timer
-        state["k"] = k + 1
-        return 1.0
-    except Exception:
-        result["errors"].append(traceback.format_exc())  # type: ignore[union-attr]
-        return _finish()
-
-
-def _finish() -> None:
-    return finish(result, OUT)
+    k = state["k"]
+    if k:
+        _measure(f"after move {k - 1}")  # one second after the move: the timers have run
+    if k == len(STEPS):
+        result["ok"] = True
+        return finish(result, OUT)
+    bpy.data.objects["TB"].location = STEPS[k]  # as a drag would: the WM evaluates after this timer
+    state["k"] = k + 1
+    return 1.0
 
 
 try:
@@ -104,4 +97,4 @@ try:
     bpy.app.timers.register(_step, first_interval=2.0)
 except Exception:
     result["errors"].append(traceback.format_exc())  # type: ignore[union-attr]
-    _finish()
+    finish(result, OUT)

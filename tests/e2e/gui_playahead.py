@@ -18,7 +18,7 @@ from pathlib import Path
 import bpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gui_script import finish, module, set_up_humanoid, view3d
+from gui_script import finish, guarded, module, set_up_humanoid, view3d
 
 OUT = builtins.REACH_PLAY  # type: ignore[attr-defined]
 FRAMES = 48
@@ -47,55 +47,48 @@ def _updates(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
         )
 
 
+@guarded(result, OUT)
 def _step() -> float | None:
-    try:
-        obj = bpy.data.objects["Character"]
-        la = module("lookahead")
-        now = time.monotonic()
-        if state["phase"] == "wait":
-            if la.ready(obj) < FRAMES and now - state["since"] < DEADLINE:
-                return 0.25
-            result["ready"] = la.ready(obj)
-            result["why_not"] = la.why_not(obj)
-            state["phase"], state["since"] = "play", now
-            state["hits"] = la.hits(obj)
-            window, area, region = view3d()
-            with bpy.context.temp_override(window=window, area=area, region=region):
-                bpy.ops.screen.animation_play()
+    obj = bpy.data.objects["Character"]
+    la = module("lookahead")
+    now = time.monotonic()
+    if state["phase"] == "wait":
+        if la.ready(obj) < FRAMES and now - state["since"] < DEADLINE:
             return 0.25
-        if state["phase"] == "play":
-            if state["changes"] < STEPS and now - state["since"] < DEADLINE:
-                return 0.25
-            window, area, region = view3d()
-            with bpy.context.temp_override(window=window, area=area, region=region):
-                bpy.ops.screen.animation_cancel(restore_frame=False)
-            state["phase"] = "stopped"
-            result["changes"] = state["changes"]
-            result["taken"] = state["taken"]
-            result["missed"] = la.missed.get(obj.session_uid)
-            result["ready_after"] = la.ready(obj)
-            return 0.5
-        deps = bpy.context.evaluated_depsgraph_get()
-        ev = obj.evaluated_get(deps)
-        ch = next(c for c in obj.reach_ik.chains if c.name == "arm.L")
-        tip = ev.matrix_world @ ev.pose.bones[ch.tip_bone].tail
-        goal = ev.matrix_world @ ev.pose.bones[ch.target_bone].head
-        result.update(
-            frame=bpy.context.scene.frame_current,
-            miss=(tip - goal).length,
-            valid=ch.is_valid,
-            message=ch.message,
-            residual=ch.residual,
-            tolerance=obj.reach_ik.tolerance,
-            ok=True,
-        )
-        return _finish()
-    except Exception:
-        result["errors"].append(traceback.format_exc())  # type: ignore[union-attr]
-        return _finish()
-
-
-def _finish() -> None:
+        result["ready"] = la.ready(obj)
+        result["why_not"] = la.why_not(obj)
+        state["phase"], state["since"] = "play", now
+        state["hits"] = la.hits(obj)
+        window, area, region = view3d()
+        with bpy.context.temp_override(window=window, area=area, region=region):
+            bpy.ops.screen.animation_play()
+        return 0.25
+    if state["phase"] == "play":
+        if state["changes"] < STEPS and now - state["since"] < DEADLINE:
+            return 0.25
+        window, area, region = view3d()
+        with bpy.context.temp_override(window=window, area=area, region=region):
+            bpy.ops.screen.animation_cancel(restore_frame=False)
+        state["phase"] = "stopped"
+        result["changes"] = state["changes"]
+        result["taken"] = state["taken"]
+        result["missed"] = la.missed.get(obj.session_uid)
+        result["ready_after"] = la.ready(obj)
+        return 0.5
+    deps = bpy.context.evaluated_depsgraph_get()
+    ev = obj.evaluated_get(deps)
+    ch = next(c for c in obj.reach_ik.chains if c.name == "arm.L")
+    tip = ev.matrix_world @ ev.pose.bones[ch.tip_bone].tail
+    goal = ev.matrix_world @ ev.pose.bones[ch.target_bone].head
+    result.update(
+        frame=bpy.context.scene.frame_current,
+        miss=(tip - goal).length,
+        valid=ch.is_valid,
+        message=ch.message,
+        residual=ch.residual,
+        tolerance=obj.reach_ik.tolerance,
+        ok=True,
+    )
     return finish(result, OUT)
 
 
@@ -121,4 +114,4 @@ try:
     bpy.app.timers.register(_step, first_interval=1.0)
 except Exception:
     result["errors"].append(traceback.format_exc())  # type: ignore[union-attr]
-    _finish()
+    finish(result, OUT)

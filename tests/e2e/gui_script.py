@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import sys
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -32,6 +34,23 @@ def finish(result: dict[str, object], out: str) -> None:
     with open(out, "w", encoding="utf-8") as f:
         json.dump(result, f)
     bpy.ops.wm.quit_blender()
+
+
+def guarded(result: dict[str, object], out: str) -> Callable[[Callable[[], float | None]], Callable[[], float | None]]:
+    """A timer step whose error ends the script: recorded in `result["errors"]`, written, Blender quit."""
+
+    def wrap(step: Callable[[], float | None]) -> Callable[[], float | None]:
+        def run() -> float | None:
+            try:
+                return step()
+            except Exception:
+                result["errors"].append(traceback.format_exc())  # type: ignore[attr-defined]
+                finish(result, out)
+                return None
+
+        return run
+
+    return wrap
 
 
 def set_up_humanoid() -> bpy.types.Object:
