@@ -272,6 +272,8 @@ def _still(obj: bpy.types.Object, entry: Entry, scene: bpy.types.Scene) -> bool:
     lists the scene and every animated object once when it starts)."""
     if not _valid(obj, entry) or (entry.first, entry.last) != _frame_range(scene):
         return False
+    if obj.parent is not None or len(obj.constraints) or obj.data.pose_position != "POSE":
+        return False
     if (scene.render.frame_map_old, scene.render.frame_map_new) != entry.frame_map:
         return False
     if armature.rotation_mode_values(obj).tobytes() != entry.modes or armature.skeleton(obj).key != entry.structure:
@@ -346,6 +348,9 @@ def play(obj: bpy.types.Object, uid: int, scene: bpy.types.Scene) -> bool:
         return False
     k = scene.frame_current - entry.first
     if not 0 <= k < len(entry.frames) or scene.frame_subframe != 0.0:
+        if not entry.stale and (entry.first, entry.last) != _frame_range(scene):
+            entry.stale = True  # the playback range changed (a scene update, which lists no rig): solved anew
+            want(uid)
         return False
     if not _valid(obj, entry):
         return _miss(uid, "settings")

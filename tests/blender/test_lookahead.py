@@ -266,3 +266,21 @@ def test_a_key_equal_to_what_reach_ik_wrote_keeps_the_stored_fk_value() -> None:
     assert la.hits(obj) == before and la.missed[obj.session_uid] == "ours"
     store = fk.Store.read(obj)
     assert np.array_equal(store.rows[store.index[bone], fk.FK][:width], fk_before), "the stored FK value stands"
+
+
+def test_a_longer_playback_range_is_solved_ahead_again() -> None:
+    """The scene's range changed (an update that lists the scene, not the rig): a frame outside the frames
+    solved ahead is solved as it is shown, and the new range is solved ahead when things are quiet."""
+    la = _lookahead()
+    obj, start = _cmu()
+    assert la.fill(obj) is None
+    scene = bpy.context.scene
+    scene.frame_end = start + FRAMES + 6
+    rigs.update()
+    before = la.hits(obj)
+    scene.frame_set(start + FRAMES + 3)
+    assert la.hits(obj) == before
+    assert la.cache.ahead[obj.session_uid].stale
+    assert la.fill(obj) is None and la.ready(obj) == FRAMES + 7
+    scene.frame_set(start + FRAMES + 4)
+    assert la.hits(obj) == before + 1
