@@ -640,6 +640,7 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
 @persistent
 def on_frame_change(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
     # No list of what changed comes with a frame change: every rig compares its inputs.
+    lookahead.touch()
     if not paused:
         _run(scene, None, frame_change=True)
     _skip_once.clear()

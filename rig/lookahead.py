@@ -432,6 +432,12 @@ def pending(uid: int) -> bool:
     return uid in cache.ahead or uid in _wanted or uid in _why
 
 
+def touch() -> None:
+    """A frame change: the timer solves ahead only once frames stop changing too (scrubbing stays smooth)."""
+    global _quiet_since
+    _quiet_since = time.monotonic()
+
+
 def changed(uid: int) -> None:
     """An update listed what `uid` reads: once things are quiet, its frames solved ahead are checked (`_still`)
     and solved again if they no longer hold. Until then a frame change takes them only where Blender shows
