@@ -127,7 +127,7 @@ def has_store(obj: bpy.types.Object) -> bool:
     return obj.get(ROWS_KEY) is not None
 
 
-def _bits(a: F32) -> NDArray[np.uint32]:
+def bits(a: F32) -> NDArray[np.uint32]:
     """Float32 values as their bit patterns: equal exactly when the bytes are (NaN, -0.0 included)."""
     return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
 
@@ -253,8 +253,8 @@ class Store:
         ours = (
             (idx < known)
             & (rows[:, MODE] == np.asarray(modes, dtype=np.float32))
-            & (_bits(rows[:, WRITTEN]) == _bits(rot)).all(axis=1)
-            & (_bits(rows[:, WRITTEN_SY]) == _bits(sy))
+            & (bits(rows[:, WRITTEN]) == bits(rot)).all(axis=1)
+            & (bits(rows[:, WRITTEN_SY]) == bits(sy))
         )
         if not ours.all():
             self._take(idx[~ours], np.asarray(modes, dtype=np.float32)[~ours], rot[~ours], sy[~ours])
@@ -274,9 +274,7 @@ class Store:
     def wrote(self, names: Sequence[str], rot: F32, sy: F32) -> None:
         """What the channels of `names` (already in the store) hold after Reach IK wrote them."""
         idx = self._rows_of(names)
-        same = (_bits(self.rows[idx, WRITTEN]) == _bits(rot)).all(axis=1) & (
-            _bits(self.rows[idx, WRITTEN_SY]) == _bits(sy)
-        )
+        same = (bits(self.rows[idx, WRITTEN]) == bits(rot)).all(axis=1) & (bits(self.rows[idx, WRITTEN_SY]) == bits(sy))
         if not same.all():
             self.rows[idx, WRITTEN] = rot
             self.rows[idx, WRITTEN_SY] = sy

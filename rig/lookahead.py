@@ -40,7 +40,7 @@ from ..solvers import search
 from . import anim, armature, cache, fk
 from .chains import rig_problem, system_override
 from .fingerprint import channel_bytes
-from .live_program import Lean, compile_lean
+from .live_program import compile_lean
 from .props import rig_settings
 from .solve import prepare, store_status
 
@@ -64,7 +64,6 @@ missed: dict[int, str] = {}
 class Entry:
     """A rig's frames solved ahead, the first `len(frames)` of its range, and what they were solved for."""
 
-    lean: Lean
     ahead: Ahead
     first: int
     last: int
@@ -219,7 +218,6 @@ def _start(obj: bpy.types.Object, scene: bpy.types.Scene) -> Entry | str:
         free[attr][b, i] = False
     size = max(1.0, float(np.abs(sk.rest[:, :3, 3]).max()))
     return Entry(
-        lean=lean,
         ahead=ahead,
         first=first,
         last=last_frame,
@@ -267,6 +265,18 @@ def _keys(curves: list[bpy.types.FCurve]) -> bytes | None:
 _DYNAMIC = {"BACK", "ELASTIC"}  # interpolations with settings of their own
 
 
+def _rig_holds(obj: bpy.types.Object, entry: Entry, scene: bpy.types.Scene) -> bool:
+    """The same rotation modes, world matrix, frame mapping and bones (structure key) as the frames were solved
+    for: what every frame change checks besides the frame's own channels and pose."""
+    render = scene.render
+    return (
+        armature.rotation_mode_values(obj).tobytes() == entry.modes
+        and np.array(obj.matrix_world, dtype=np.float32).tobytes() == entry.world
+        and (render.frame_map_old, render.frame_map_new) == entry.frame_map
+        and armature.skeleton(obj).key == entry.structure
+    )
+
+
 def _still(obj: bpy.types.Object, entry: Entry, scene: bpy.types.Scene) -> bool:
     """Whether the frames solved ahead hold after an update listed the rig (it may not have changed it: Play
     lists the scene and every animated object once when it starts)."""
@@ -274,11 +284,7 @@ def _still(obj: bpy.types.Object, entry: Entry, scene: bpy.types.Scene) -> bool:
         return False
     if obj.parent is not None or len(obj.constraints) or obj.data.pose_position != "POSE":
         return False
-    if (scene.render.frame_map_old, scene.render.frame_map_new) != entry.frame_map:
-        return False
-    if armature.rotation_mode_values(obj).tobytes() != entry.modes or armature.skeleton(obj).key != entry.structure:
-        return False
-    if np.array(obj.matrix_world, dtype=np.float32).tobytes() != entry.world or entry.keys is None:
+    if entry.keys is None or not _rig_holds(obj, entry, scene):
         return False
     if obj.get(fk.NAMES_KEY) != entry.names_text:
         return False
@@ -358,13 +364,7 @@ def play(obj: bpy.types.Object, uid: int, scene: bpy.types.Scene) -> bool:
     channels = armature.read_channels(obj, armature.ALL_CHANNELS)
     if digest(channel_bytes(channels)) != frame.channels:
         return _miss(uid, "channels")  # a channel the action does not give (posed by hand, a key edited unseen)
-    render = scene.render
-    if (
-        armature.rotation_mode_values(obj).tobytes() != entry.modes
-        or np.array(obj.matrix_world, dtype=np.float32).tobytes() != entry.world
-        or (render.frame_map_old, render.frame_map_new) != entry.frame_map
-        or armature.skeleton(obj).key != entry.structure
-    ):
+    if not _rig_holds(obj, entry, scene):
         return _miss(uid, "rig")
     pose = armature.pose_matrices(obj)[entry.ahead.checks]
     d = np.abs(pose - frame.pose)
@@ -380,10 +380,12 @@ def play(obj: bpy.types.Object, uid: int, scene: bpy.types.Scene) -> bool:
     # for FK: where the stored value differs, the frame is solved as before.
     ours = (
         (mine[:, fk.MODE] == entry.posed_modes)
-        & (_bits(mine[:, fk.WRITTEN]) == _bits(frame.raw)).all(axis=1)
-        & (_bits(mine[:, fk.WRITTEN_SY]) == _bits(frame.scale_y))
+        & (fk.bits(mine[:, fk.WRITTEN]) == fk.bits(frame.raw)).all(axis=1)
+        & (fk.bits(mine[:, fk.WRITTEN_SY]) == fk.bits(frame.scale_y))
     )
-    kept = (_bits(mine[:, fk.FK]) == _bits(frame.raw)).all(axis=1) & (_bits(mine[:, fk.FK_SY]) == _bits(frame.scale_y))
+    kept = (fk.bits(mine[:, fk.FK]) == fk.bits(frame.raw)).all(axis=1) & (
+        fk.bits(mine[:, fk.FK_SY]) == fk.bits(frame.scale_y)
+    )
     if (ours & ~kept).any():
         return _miss(uid, "ours")
     pose_bones = obj.pose.bones
@@ -421,10 +423,6 @@ def _miss(uid: int, why: str) -> bool:
             entry.broken = True
         want(uid)
     return False
-
-
-def _bits(a: F32) -> NDArray[np.uint32]:
-    return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
 
 
 def pending(uid: int) -> bool:
