@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 
 from ..core import convert
 from ..core.model import FULL, Plan
-from . import anim, armature
+from . import anim, armature, fk
 from .props import rig_settings
 from .solve import Inputs
 
@@ -271,20 +271,11 @@ def read_posed(obj: bpy.types.Object, plan: Plan, frames: list[int]) -> Inputs |
     pose = np.empty((f, n, 4, 4))
     basis = np.zeros((f, 4, 4))
     basis[:, 3, 3] = 1.0
+    raw = np.zeros((f, 4), dtype=np.float32)
     for b in sorted(range(n), key=lambda k: (int(sk.depth[k]), k)):
-        mode = armature.MODE_NAMES[modes[b]]
-        if mode == "QUATERNION":
-            q = values["rotation_quaternion"][:, b].astype(np.float64)
-            rot = convert.quaternion_to_matrix(q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-300))
-        elif mode == "AXIS_ANGLE":
-            aa = values["rotation_axis_angle"][:, b].astype(np.float64)
-            norm = np.linalg.norm(aa[:, 1:], axis=1, keepdims=True)
-            axis = aa[:, 1:] / np.maximum(norm, 1e-300)
-            half = 0.5 * aa[:, 0] * (norm[:, 0] > 0.0)  # a zero axis is no rotation, as Blender takes it
-            q = np.concatenate([np.cos(half)[:, None], np.sin(half)[:, None] * axis], axis=1)
-            rot = convert.quaternion_to_matrix(q)
-        else:
-            rot = convert.euler_to_matrix(values["rotation_euler"][:, b].astype(np.float64), mode)
+        attr, width = armature.rotation_channel(armature.MODE_NAMES[modes[b]])
+        raw[:, :width] = values[attr][:, b]
+        rot = fk.basis_rotations(raw, [modes[b]] * f)  # as Blender builds matrix_basis, every frame at once
         basis[:, :3, :3] = rot * values["scale"][:, b].astype(np.float64)[:, None, :]
         basis[:, :3, 3] = 0.0 if bool(sk.connected[b]) else values["location"][:, b]
         local = sk.rest_rel4[b] @ basis

@@ -111,9 +111,10 @@ def basis_rotations(raw: F32, modes: Sequence[int]) -> F64:
     if axis.any():
         angle, vec = values[axis, 0], values[axis, 1:]
         norm = np.linalg.norm(vec, axis=1, keepdims=True)
-        # Blender's axis-angle with a zero axis is no rotation.
-        unit = np.where(norm > 0.0, vec / np.maximum(norm, 1e-300), np.array([0.0, 1.0, 0.0]))
-        half = 0.5 * angle
+        # Blender's axis-angle with a zero axis is no rotation (`axis_angle_to_mat3`), whatever the angle, as
+        # `armature.basis_matrix` takes it.
+        unit = vec / np.maximum(norm, 1e-300)
+        half = 0.5 * angle * (norm[:, 0] > 0.0)
         q = np.concatenate([np.cos(half)[:, None], np.sin(half)[:, None] * unit], axis=1)
         out[axis] = convert.quaternion_to_matrix(q)
     for m in np.unique(mode_array[~(quat | axis)]).tolist():
