@@ -84,11 +84,9 @@ class Ahead:
             c = link.chain
             wanted.update(link.bones)
             wanted.update(b for b in (link.parent, link.rot_tip, c.target_local, c.pole_local) if b >= 0)
-        need: set[int] = set()
+        need = set(wanted)
         for b in wanted:
-            while b >= 0 and b not in need:
-                need.add(b)
-                b = parents[b]
+            need.update(sk.ancestors(b))
         # Every bone whose pose the solve reads, and the bones above them, parents first.
         self.checks = sorted(need, key=lambda b: (int(sk.depth[b]), b))
         self.posed = [b for j in order for b in program.links[j].posed]

@@ -7,7 +7,7 @@ those of `obj.pose.bones`; the rest data is permuted into that order.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import bpy
 import numpy as np
@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from ..core import convert
 from ..core.live import basis_matrix as basis_matrix  # re-exported: the rig layer builds matrix_basis with it
-from ..core.model import INHERIT_SCALE, Skeleton
+from ..core.model import FULL, INHERIT_SCALE, Skeleton
 from . import cache
 
 F64 = NDArray[np.float64]
@@ -350,6 +350,24 @@ def write_channels(obj: bpy.types.Object, channels: Channels, changed: set[str])
     # the tag Blender itself sends when a pose channel is set (rna_Pose_update); a bare update_tag() tags
     # every component and the re-evaluation that follows costs ~10% more on a 1000-bone rig.
     obj.update_tag(refresh={"DATA"})
+
+
+def channel_pose_problem(obj: bpy.types.Object, sk: Skeleton, bones: Iterable[int]) -> str | None:
+    """Why Blender may pose one of `bones` otherwise than ``parent @ rest_rel @ basis`` of its channels (a
+    constraint, an inheritance other than full rotation and scale, Local Location off on a bone that is not
+    connected), or None: then forward kinematics of the channels gives the evaluated pose (`rig.fastread`,
+    `rig.lookahead` predict it so)."""
+    pose_bones = obj.pose.bones
+    data = obj.data.bones
+    for b in bones:
+        pb = pose_bones[b]
+        if len(pb.constraints):
+            return f"bone '{pb.name}' has constraints"
+        if not bool(sk.inherits[b]) or int(sk.inherit_scale[b]) != FULL:
+            return f"bone '{pb.name}' does not inherit its parent's rotation and scale in full"
+        if not data[pb.name].use_local_location and not bool(sk.connected[b]):
+            return f"bone '{pb.name}' has Local Location off"
+    return None
 
 
 # bl_rna.properties[...] is typed as the base Property; rotation_mode is an EnumProperty.

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..core import convert
-from ..core.model import FULL, Plan
+from ..core.model import Plan
 from . import anim, armature, fk
 from .props import rig_settings
 from .solve import Inputs
@@ -245,17 +245,11 @@ def read_posed(obj: bpy.types.Object, plan: Plan, frames: list[int]) -> Inputs |
         # With Use Target Rotation the tip bone (not among the chain's bones) takes the target's orientation.
         tip = sk.index.get(s.chains[c.index].tip_bone, -1) if c.use_target_rotation else -1
         for b in (*c.bones, c.target_local, c.pole_local, tip):
-            while b >= 0 and b not in need:
+            if b >= 0:
                 need.add(b)
-                b = parents[b]
-    pose_bones = obj.pose.bones
-    bones = obj.data.bones
-    for b in need:
-        pb = pose_bones[b]
-        if len(pb.constraints) or not bool(sk.inherits[b]) or int(sk.inherit_scale[b]) != FULL:
-            return None
-        if not bones[pb.name].use_local_location and not bool(sk.connected[b]):
-            return None
+                need.update(sk.ancestors(b))
+    if armature.channel_pose_problem(obj, sk, need) is not None:
+        return None
     # One evaluation so the channels no key sets and the armature's matrix are current.
     bpy.context.view_layer.update()
     base = armature.read_channels(obj, armature.ALL_CHANNELS)

@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 
 from ..core.live import Program
 from ..core.lookahead import Ahead, Frame, digest
-from ..core.model import FULL, RigReport
+from ..core.model import RigReport
 from ..solvers import search
 from . import anim, armature, cache, fk
 from .chains import rig_problem, system_override
@@ -189,16 +189,9 @@ def _start(obj: bpy.types.Object, scene: bpy.types.Scene) -> Entry | str:
     if program.closure(program.by_chain) is None:
         return "the program cannot order its chains"
     ahead = Ahead(program, modes, world, angles)
-    pose_bones = obj.pose.bones
-    bones = obj.data.bones
-    for b in ahead.checks:
-        pb = pose_bones[b]
-        if len(pb.constraints):
-            return f"bone '{pb.name}' has constraints"
-        if not bool(sk.inherits[b]) or int(sk.inherit_scale[b]) != FULL:
-            return f"bone '{pb.name}' does not inherit its parent's rotation and scale in full"
-        if not bones[pb.name].use_local_location and not bool(sk.connected[b]):
-            return f"bone '{pb.name}' has Local Location off"
+    problem = armature.channel_pose_problem(obj, sk, ahead.checks)
+    if problem is not None:
+        return problem
     keyed = {(attr, b, i) for attr, b, i, _fc in curves}
     for b in ahead.posed:
         attr, width = armature.rotation_channel(modes[b])
