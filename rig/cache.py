@@ -53,10 +53,10 @@ guesses: dict[int, Any] = {}
 notes: dict[int, Any] = {}
 # session_uid -> number of live solves made before the evaluation (`rig.live_pre`).
 guessed: dict[int, int] = {}
-# session_uid -> set of session_uids of the IDs whose change can change this rig's solve.
 # Playback solved ahead (`rig.lookahead.Entry`), and how many frame changes took it.
 ahead: dict[int, Any] = {}
 ahead_hits: dict[int, int] = {}
+# session_uid -> set of session_uids of the IDs whose change can change this rig's solve.
 depends: dict[int, tuple[object, frozenset[int]]] = {}  # (chain state it was worked out for, uids)
 # session_uid -> ((armature object session_uid, bone name, object), ...): the targets and poles of this rig
 # that hang from a bone of an armature (through any chain of object parents).

@@ -471,16 +471,16 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None, frame_change: bool = 
             # A rig whose targets hang from a rig that moved in this update is checked whatever `updated` says.
             follows = bool(moved) and any(a in moved for a, _b, _o in cache.hangs.get(uid, ()))
             dirty = uid in cache.dirty
-            if (dirty or updated is not None) and lookahead.pending(uid):
-                deps = cache.depends.get(uid)
-                if dirty or follows or deps is None or updated is None or not deps[1].isdisjoint(updated):
-                    lookahead.changed(uid)  # what was solved ahead no longer holds: solved again when quiet
-            if uid in cache.guesses and live_pre.check_after(obj, uid) and _only_itself(obj, uid, updated):
-                continue  # solved before this evaluation, and Blender shows what that solve assumed
+            untouched = False
             if not follows and updated is not None and not dirty:
                 deps = cache.depends.get(uid)
-                if deps is not None and deps[1].isdisjoint(updated):
-                    continue  # nothing this rig reads was re-evaluated: the cheap, common case
+                untouched = deps is not None and deps[1].isdisjoint(updated)
+            if (dirty or updated is not None) and not untouched and lookahead.pending(uid):
+                lookahead.changed(uid)  # an update listed what it reads: frames solved ahead are checked when quiet
+            if uid in cache.guesses and live_pre.check_after(obj, uid) and _only_itself(obj, uid, updated):
+                continue  # solved before this evaluation, and Blender shows what that solve assumed
+            if untouched:
+                continue  # nothing this rig reads was re-evaluated: the cheap, common case
             cache.dirty.discard(uid)
             live_pre.note(uid)  # controls shown after guesses this rig took (their numpy work, once)
             if updated is None or dirty:
