@@ -390,7 +390,7 @@ class Program:
                     # form and the stage take over): its lower bone is not limited when its head already rules
                     # that out (`two_bone`'s `miss`), and the full pose is made only if the stage needs it.
                     miss = _MISS * tolerance + _MISS_F32 * chain.total
-                    analytic = two_bone(chain, keep[0] @ shape.offsets[0], miss)
+                    analytic = two_bone(chain, keep[0] @ shape.offsets[0], miss, tolerance)
                     solved = self._limited_two_bone(
                         i, link, shape, chain, analytic or None, keep, base, pole_at, root, tolerance
                     )

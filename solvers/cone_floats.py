@@ -247,6 +247,57 @@ def nearest(dx: float, dy: float, dz: float, table: ConeTable) -> Vec3:
     return chosen
 
 
+_AXIS_SIDE: Final = (RIGHT, UP, LEFT, DOWN)
+"""The cone side along swing azimuth k pi / 2 (0 toward +X, pi / 2 toward +Z)."""
+
+
+def _reach(cone: Cone, phi: float) -> float:
+    """How far (polar angle from +Y) the cone reaches at swing azimuth ``phi`` (0 toward +X, pi/2 toward +Z):
+    its quadrant's ellipse radius, as `inside` tests it (0 toward a zero half-angle off its axis)."""
+    c, s = math.cos(phi), math.sin(phi)
+    a = cone[RIGHT] if c >= 0.0 else cone[LEFT]
+    b = cone[UP] if s >= 0.0 else cone[DOWN]
+    inv = 0.0
+    for comp, half in ((c, a), (s, b)):
+        if comp != 0.0:
+            if half <= 0.0:
+                return 0.0
+            q = comp / half
+            inv += q * q
+    return 1.0 / math.sqrt(inv) if inv > 0.0 else math.pi
+
+
+def farther(dx: float, dy: float, dz: float, cone: Cone, gap: float) -> bool:
+    """Whether every direction of ``cone`` is provably more than ``gap`` radians (geodesic) from the unit
+    direction ``d``: then ``nearest`` would move ``d`` by more than ``gap``. False when it cannot tell.
+
+    A bound, not the distance: a direction within ``gap`` of ``d`` has a polar angle (from +Y) at least
+    ``theta(d) - gap`` and a swing azimuth within ``asin(sin(gap) / sin(theta(d)))`` of ``d``'s (the cap of
+    radius ``gap`` about ``d`` seen from +Y); in the cone, its polar angle is at most the cone's reach at its
+    azimuth. So when ``theta(d) - gap`` exceeds the cone's largest reach over that azimuth window, no direction
+    of the cone is within ``gap``. The reach is monotonic within a quadrant (its ellipse), so its largest value
+    over a window is at the window's ends or at a quadrant's axis inside it. Costs a few trigonometric calls,
+    where `nearest` costs tens of microseconds: for callers that only need to know a clamp moves a bone far.
+    """
+    rho = math.sqrt(dx * dx + dz * dz)
+    theta = math.atan2(rho, dy)
+    low = theta - gap - 1e-12
+    if gap < 0.0 or low <= 0.0 or theta + gap >= math.pi or rho <= 0.0:
+        return False  # the cap about d holds a pole: every azimuth (or +Y itself) is within reach of it
+    spread = math.sin(gap) / math.sin(theta)
+    if spread >= 1.0:
+        return False
+    # Widened past rounding: a zero half-angle reaches only along its axis, so an axis at the window's very
+    # edge must count as inside it.
+    alpha = math.asin(spread) * (1.0 + 1e-6) + 1e-9
+    phi = math.atan2(dz, dx)
+    reach = max(_reach(cone, phi - alpha), _reach(cone, phi + alpha))
+    for k in range(-4, 5):  # the quadrant axes (k pi / 2) inside the window: right, up, left, down
+        if abs(k * (math.pi / 2) - phi) <= alpha:
+            reach = max(reach, cone[_AXIS_SIDE[k % 4]])
+    return low > reach
+
+
 def clamp_cone(dx: float, dy: float, dz: float, cone: Cone, tol: float = 0.0) -> Vec3 | None:
     """The nearest direction of ``cone`` to unit ``d``, or None when ``d`` is inside (widened by ``tol``)."""
     if inside(dx, dy, dz, cone, tol):

@@ -85,7 +85,7 @@ def _solve_two_bone(problem: ChainProblem) -> tuple[SolveResult, Bools | None]:
     positions[on_root] = problem.positions[on_root]
     frames[on_root] = problem.frames[on_root]
     residual = norms(positions[:, -1] - targets)
-    reached = (residual <= problem.tolerance) & ~on_root
+    reached = (residual <= problem.tolerance) & ~on_root & ~elbow_moved(positions[:, 1], aims[:, 1], problem.tolerance)
     status = np.where(reached, CONVERGED, UNREACHABLE).astype(np.int8)
     result = SolveResult(
         positions=positions,
@@ -96,6 +96,19 @@ def _solve_two_bone(problem: ChainProblem) -> tuple[SolveResult, Bools | None]:
         status=status,
     )
     return settle(problem, result, batch)
+
+
+def elbow_moved(elbows: F64, aimed: F64, tolerance: float) -> Bools:
+    """``(K,)`` whether the limits moved an analytic pose's elbows ``elbows`` more than ``tolerance`` from where
+    the law of cosines put them (``aimed``): such a pose does not count as reaching its target, even when its
+    tip lands within the tolerance (the upper bone's cone moved the elbow along its circle about the
+    root-to-target line: a coincidence, off the pole's plane), and the closed form under limits takes the
+    chain (`settle`: the elbow swivelled no further from the pole's plane than the limits ask). Without limits
+    the elbow stays where it was aimed, to rounding. The rule lets the live program's analytic pose stop at
+    the upper bone's cone (`solvers.scalar._chain.sweep`'s ``slack``) where it must clamp far, sparing the
+    nearest-point search whose answer could only say "moved"."""
+    moved: Bools = norms(elbows - aimed) > tolerance
+    return moved
 
 
 def bend_directions(batch: ChainBatch, chord: F64) -> F64:

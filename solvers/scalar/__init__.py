@@ -41,11 +41,12 @@ from ._chain import (
     Chain,
     Outcome,
     Step,
+    aimed_elbow,
     fabrik_step,
     fabrik_step_limited,
     make_ccd_step,
     solve_chains,
-    two_bone,
+    sweep,
 )
 
 SCALAR_MAX_CHAINS: Final = 24
@@ -275,12 +276,23 @@ def _solve_two_bone(problem: ChainProblem) -> SolveResult:
     chains = _chains(problem, _limited(problem))
     elbows = (problem.positions[:, 1] - problem.positions[:, 0]).tolist()
     outcomes: list[Outcome] = []
+    aimed: list[tuple[float, float, float] | None] = []
     for c, elbow in zip(chains, elbows, strict=True):
         if c.distance <= ZERO_LENGTH * max(c.total, 1.0):
             outcomes.append((None, 0, UNREACHABLE))
+            aimed.append(None)
         else:
-            outcomes.append((two_bone(c, elbow), 0, CONVERGED))
-    return _result(problem, outcomes, analytic=True)
+            aim = aimed_elbow(c, elbow)
+            outcomes.append((sweep(c, [c.root, aim, c.target])[1], 0, CONVERGED))
+            aimed.append((aim.x, aim.y, aim.z))
+    result = _result(problem, outcomes, analytic=True)
+    # As the batched solver (`two_bone.elbow_moved`): a pose whose limits moved the elbow does not count.
+    elbows_at = (result.positions[:, 1] - result.positions[:, 0]).tolist()
+    for row, (at, got) in enumerate(zip(aimed, elbows_at, strict=True)):
+        if at is not None and result.reached[row] and math.dist(at, got) > problem.tolerance:
+            result.reached[row] = False
+            result.status[row] = UNREACHABLE
+    return result
 
 
 def solve_fabrik_scalar(problem: ChainProblem) -> SolveResult:

@@ -347,14 +347,51 @@ def limit_frame(ref: Quaternion, frame: Quaternion, limit: BoneLimit) -> Quatern
     return product(ref, rel) if changed else frame
 
 
-def sweep(c: Chain, aims: Positions, miss: float | None = None) -> tuple[Positions, Frames]:
+def _clamp_misses(
+    c: Chain, i: int, ref: Quaternion, frame: Quaternion, limit: BoneLimit, reach: float, miss: float
+) -> bool:
+    """Whether bone ``i``'s limits provably leave its tail more than ``miss`` from the point it was aimed at
+    (``reach`` from its head), without clamping it: `sweep`'s shortcut, sparing `cone_floats.nearest` (tens of
+    microseconds) where its answer could only say "missed".
+
+    The cone moves the bone's Y axis by the angle ``delta`` to its nearest direction, a rotation about an
+    axis square to Y; the segment (``eps`` from Y) turns by at least ``2 asin(cos(eps) sin(delta / 2))``, the
+    twist clamp turns it back by at most ``2 eps``, and a segment of length ``l`` turned by ``beta`` from the
+    aim leaves its tip at least ``2 sqrt(reach * l) sin(beta / 2)`` from the aim point. So a ``delta`` above
+    the one that makes that ``miss`` misses; `cone_floats.farther` proves it from the cone's shape."""
+    table = limit[0]
+    if table is None:
+        return False
+    w, x, y, z = product(ref.conjugated(), frame)[:]
+    dx, dy, dz = 2.0 * (x * y - w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z + w * x)
+    size = math.sqrt(dx * dx + dy * dy + dz * dz)
+    dx, dy, dz = dx / size, dy / size, dz / size
+    if _cone.inside(dx, dy, dz, table.cone, INSIDE):
+        return False
+    length = c.lengths[i]
+    eps = math.acos(min(max(c.directions[i].y, -1.0), 1.0))
+    t = (miss + _CLAMP_SLACK * c.total) / (2.0 * math.sqrt(reach * length))
+    turn = math.asin(t) + eps if t < 1.0 else math.pi
+    if turn >= 0.5 * math.pi:
+        return False
+    arg = math.sin(turn) / math.cos(eps)
+    return arg < 1.0 and _cone.farther(dx, dy, dz, table.cone, 2.0 * math.asin(arg))
+
+
+_CLAMP_SLACK: Final = 1e-7
+"""Float32 rounding of the frames and positions a sweep builds, relative to the chain's length."""
+
+
+def sweep(c: Chain, aims: Positions, miss: float | None = None, slack: float | None = None) -> tuple[Positions, Frames]:
     """Place the chain root to tip, each bone aimed at its aim point, rolled and limited
     (``frames.forward_sweep``): positions from the frames, ``head + frame @ offset``.
 
     With ``miss``: once the last bone's head is placed, if its distance to the last aim point differs from the
     last segment's length by more than ``miss``, no frame of the last bone can bring the tip within ``miss`` of
     that point (the triangle inequality): the sweep stops there and returns no frames (empty lists), sparing the
-    last bone's limits."""
+    last bone's limits; so it does when the last bone's cone provably turns it far enough to leave the tip
+    more than ``miss`` from there (`_clamp_misses`). With ``slack`` too: no frames when the first bone's limits
+    move its tail more than ``slack`` from ``aims[1]`` (`two_bone`'s rule for an analytic pose)."""
     positions = [c.root]
     frames: Frames = []
     keep_mode = c.roll_mode == "KEEP"
@@ -384,11 +421,17 @@ def sweep(c: Chain, aims: Positions, miss: float | None = None) -> tuple[Positio
         if ref is not None and limits is not None:
             limit = limits[i]
             if limit is not None:
+                if miss is not None and i == c.n - 1 and _clamp_misses(c, i, ref, frame, limit, n, miss):
+                    return [], []
+                if slack is not None and i == 0 and _clamp_misses(c, i, ref, frame, limit, n, slack):
+                    return [], []
                 frame = limit_frame(ref, frame, limit)
         frames.append(frame)
         head = head + frame @ c.offsets[i]
         positions.append(head)
         parent = frame
+        if slack is not None and i == 0 and (head - aims[1]).length > slack:
+            return [], []
         if miss is not None and i == c.n - 2:
             if abs((aims[-1] - head).length - c.offsets[i + 1].length) > miss:
                 return [], []
@@ -924,12 +967,21 @@ def bend_side(c: Chain, elbow_now: Vector | list[float]) -> _f64.Vec3:
     return side
 
 
-def two_bone(c: Chain, elbow_now: Vector | list[float], miss: float | None = None) -> Frames:
+def two_bone(
+    c: Chain, elbow_now: Vector | list[float], miss: float | None = None, slack: float | None = None
+) -> Frames:
     """The analytic two-bone pose (``two_bone.solve_two_bone`` for one chain whose target is off the
     root): the law of cosines and the elbow on Python floats; the bend plane from the hint, else the
     current bend (``elbow_now``, relative to the root), else the fallback bend; frames, roll and limits
     from one sweep. With ``miss``: no frames (an empty list) when the limited upper bone leaves the tip
-    provably farther than ``miss`` from the target (`sweep`), whatever the lower bone's limits make of it."""
+    provably farther than ``miss`` from the target (`sweep`), whatever the lower bone's limits make of it;
+    with ``slack`` (the Tolerance): none either when the upper bone's limits move the elbow more than that
+    from where the law of cosines put it (such a pose does not count as reaching: `elbow_moved`)."""
+    return sweep(c, [c.root, aimed_elbow(c, elbow_now), c.target], miss, slack)[1]
+
+
+def aimed_elbow(c: Chain, elbow_now: Vector | list[float]) -> Vector:
+    """Where the law of cosines puts a two-bone chain's elbow (relative to the root): `two_bone`'s aim."""
     tx, ty, tz = c.target64
     d = c.distance
     cx, cy, cz = tx / d, ty / d, tz / d
@@ -937,5 +989,4 @@ def two_bone(c: Chain, elbow_now: Vector | list[float], miss: float | None = Non
     l1, l2 = c.lengths
     cos_a = min(max((l1 * l1 + d * d - l2 * l2) / (2.0 * l1 * d), -1.0), 1.0)
     a, b = cos_a * l1, math.sqrt(1.0 - cos_a * cos_a) * l1
-    elbow = Vector((cx * a + side[0] * b, cy * a + side[1] * b, cz * a + side[2] * b))
-    return sweep(c, [c.root, elbow, c.target], miss)[1]
+    return Vector((cx * a + side[0] * b, cy * a + side[1] * b, cz * a + side[2] * b))

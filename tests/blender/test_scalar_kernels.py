@@ -70,6 +70,7 @@ PAIRS: dict[str, tuple[Solver, Solver]] = {
 }
 MODES = ("KEEP", "REST", "NATURAL")
 UP, DOWN, LEFT, RIGHT = 0, 1, 2, 3
+_DEG = math.pi / 180.0
 K = 12  # chains per example
 # float32 accuracy, relative to a chain's size.
 FLOAT32 = 1e-5
@@ -578,3 +579,80 @@ def test_target_on_a_joint(name: str) -> None:
     result = PAIRS[name][1](problem)
     check_scalar_result(problem, result)
     assert result.reached.all(), f"{name}: residual {result.residual}"
+
+
+def test_an_analytic_pose_whose_limits_moved_its_elbow_does_not_count_in_the_scalar_solver() -> None:
+    """The scalar side of tests/unit/test_two_bone_limits.py's test of `two_bone.elbow_moved`: the coincidence
+    limb's analytic pose does not count as reaching in `solvers.scalar` either, and both solvers give the
+    closed form's pose."""
+    from solver_fixtures import coincidence_limb
+
+    from solvers import scalar as scalar_module
+
+    problem, axis, moved, half = coincidence_limb()
+    analytic = scalar_module._solve_two_bone(problem)
+    assert analytic.residual[0] <= problem.tolerance, "the analytic pose should land on the target"
+    assert np.linalg.norm(analytic.positions[0, 1] - moved) < 1e-5, "the clamp should move the elbow there"
+    assert not analytic.reached[0], "an analytic pose whose limits moved its elbow counted as reaching"
+    batched, scalar = solve_two_bone(problem), solve_two_bone_scalar(problem)
+    assert scalar.reached[0]
+    assert np.arccos(min(1.0, scalar.positions[0, 1] @ axis)) <= half + 1e-5, "the elbow left the upper cone"
+    assert np.abs(batched.frames - scalar.frames).max() < 1e-5
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_the_live_sweep_stops_only_where_the_full_sweep_misses(seed: int) -> None:
+    """`solvers.scalar._chain.sweep` with ``miss`` and ``slack`` (the live program's analytic pose) stops
+    before a clamp only where the full sweep then moves the elbow more than ``slack`` or leaves the tip more
+    than ``miss`` from the target; elsewhere it gives the full sweep's frames. Limbs with both bones under
+    cones (the lower a hinge), targets from poses inside the limits and all around."""
+    from test_two_bone_limits import limb_problems
+
+    from solvers import scalar as scalar_module
+    from solvers.scalar._chain import aimed_elbow, sweep
+
+    problem, _ = limb_problems(seed, 300, True, upper_twist=True)
+    # Each limb starts from the pose the solver finds for its target (a pose inside the limits): the first
+    # half keep about those targets (the analytic pose then reaches, or clamps a little) under a wide upper
+    # cone; the second half reach all around under a tight one.
+    solved = solve_two_bone(problem)
+    problem = replace(problem, positions=solved.positions, frames=solved.frames)
+    lim = problem.limits
+    assert lim is not None
+    cone = lim.cone.copy()
+    cone[:150, 0] = 179.0 * _DEG
+    cone[150:, 0] = (40.0 * _DEG, 60.0 * _DEG, 30.0 * _DEG, 50.0 * _DEG)
+    use_cone = lim.use_cone.copy()
+    use_cone[:, 0] = True
+    rng = np.random.default_rng(seed)
+    root = problem.positions[:, 0]
+    reach = np.linalg.norm(problem.offsets, axis=2).sum(axis=1)
+    targets = problem.targets.copy()
+    targets[:150] += rng.normal(size=(150, 3)) * (0.03 * reach[:150])[:, None]  # a little off the poses
+    targets[150:] = root[150:] + rng.normal(size=(150, 3)) * (0.6 * reach[150:])[:, None]
+    problem = replace(problem, limits=JointLimits(cone, use_cone, lim.twist, lim.use_twist), targets=targets)
+    chains = scalar_module._chains(problem, True)
+    elbows = (problem.positions[:, 1] - problem.positions[:, 0]).tolist()
+    stopped = reached = clamped = 0
+    for c, now in zip(chains, elbows, strict=True):
+        # Wide enough that a bone a little outside its cone still counts (so a shortcut that stopped at every
+        # clamp would fail here).
+        miss = slack = 0.02 * c.total
+        aims = [c.root, aimed_elbow(c, now), c.target]
+        full_positions, full_frames = sweep(c, aims)
+        _, frames = sweep(c, aims, miss, slack)
+        if frames:
+            assert all(
+                abs(a - b) < 1e-7 for f, g in zip(frames, full_frames, strict=True) for a, b in zip(f, g, strict=True)
+            )
+            reached += (full_positions[2] - c.target).length <= miss
+            # A clamp moved the elbow or the tip, by less than the thresholds: the shortcut had to go on.
+            clamped += max((full_positions[1] - aims[1]).length, (full_positions[2] - c.target).length) > 1e-6
+        else:
+            stopped += 1
+            elbow_off = (full_positions[1] - aims[1]).length
+            tip_off = (full_positions[2] - c.target).length
+            assert elbow_off > slack or tip_off > miss, f"stopped, but the full sweep moves the elbow {elbow_off}"
+    assert stopped > 50, f"the shortcut stopped only {stopped} of 300 sweeps"
+    assert reached > 50, f"only {reached} of 300 sweeps reached their targets: the test needs both kinds"
+    assert clamped > 10, f"only {clamped} sweeps went on past a clamp that moved the elbow or the tip"

@@ -417,3 +417,51 @@ def harsh_problem(seed: int, k: int, n: int, start: str, **kwargs: Any) -> Chain
     else:
         rig.positions, rig.frames = rig.pose(inside_limits(rng, limits))
     return rig.problem(target_pose[:, -1].copy(), limits=limits, **kwargs)
+
+
+_DEG = np.pi / 180.0
+
+
+def coincidence_limb(tolerance: float = 1e-6) -> tuple[ChainProblem, np.ndarray, np.ndarray, float]:
+    """A limb (one chain, no lower limits) whose analytic pose reaches its target only by coincidence: the
+    upper bone's circular cone moves the elbow the law of cosines aimed (toward the pole) along the circle of
+    elbows that reach, 50 degrees off the pole's plane (`solvers.two_bone.elbow_moved`). Returns the problem,
+    the cone's axis, where the clamp puts the elbow, and the cone's half-angle."""
+    d = 1.2
+    rho = np.sqrt(1.0 - d * d / 4.0)
+    target = np.array([0.0, d, 0.0])
+
+    def on_circle(phi: float) -> np.ndarray:
+        return np.array([rho * np.cos(phi), d / 2.0, rho * np.sin(phi)])
+
+    aimed, moved = on_circle(0.0), on_circle(50.0 * _DEG)
+    normal = np.cross(aimed, moved)
+    normal /= np.linalg.norm(normal)
+    half = 20.0 * _DEG
+    axis = axis_angle_matrix(normal[None], np.array([half]))[0] @ moved  # beyond `moved`, away from `aimed`
+    # The upper bone's rest frame turns +Y onto the cone's axis; the lower bone continues it.
+    y = np.array([0.0, 1.0, 0.0])
+    turn = np.cross(y, axis)
+    rest0 = axis_angle_matrix((turn / np.linalg.norm(turn))[None], np.array([np.arccos(axis @ y)]))[0]
+    ref_local = np.stack((rest0, np.eye(3)))[None]
+    offsets = np.array([[[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]]])
+    cone = np.zeros((1, 2, 4))
+    cone[0, 0] = half
+    use_cone = np.array([[True, False]])
+    limits = JointLimits(cone, use_cone, np.zeros((1, 2, 2)), np.zeros((1, 2), dtype=bool))
+    base = np.eye(3)[None]
+    start_pos, start_frames = forward_kinematics(
+        np.zeros((1, 3)), base, ref_local, np.tile(np.eye(3), (1, 2, 1, 1)), offsets
+    )
+    problem = ChainProblem(
+        start_pos,
+        start_frames,
+        offsets,
+        ref_local,
+        base,
+        target[None],
+        (2.0 * aimed)[None],
+        limits,
+        tolerance=tolerance,
+    )
+    return problem, axis, moved, half

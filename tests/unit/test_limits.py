@@ -209,6 +209,33 @@ def test_clamp_is_the_nearest_on_wide_cones() -> None:
     assert angle(out, ref)[clear].max() <= 1e-6
 
 
+def test_farther_is_a_lower_bound_on_the_distance(random_case: tuple[F64, F64, F64, F64, F64]) -> None:
+    """`cone_floats.farther` (the scalar solvers' shortcut before a clamp) never says a direction is farther
+    than a gap from its cone when the exact nearest boundary direction lies within it, and says so for most
+    directions well outside (it would save nothing otherwise)."""
+    from solvers import cone_floats
+
+    d, cone, _out, ref, _gap = random_case
+    inside = cone_contains(d, cone)
+    do, co = d[~inside], cone[~inside]
+    dist = angle(do, ref)
+    rng = np.random.default_rng(7)
+    told = 0
+    for k in range(len(do)):
+        x, y, z = (float(v) for v in do[k])
+        c4 = tuple(float(v) for v in co[k])
+        for gap in (0.5 * dist[k], dist[k] - 1e-6, dist[k] + 1e-9, dist[k] * float(rng.uniform(1.0, 3.0))):
+            says = cone_floats.farther(x, y, z, c4, gap)  # type: ignore[arg-type]
+            assert not (says and dist[k] <= gap + 1e-9), (
+                f"farther() by {gap:.6g} rad, but the cone is {dist[k]:.6g} rad away (d={do[k]}, cone={co[k]})"
+            )
+        told += cone_floats.farther(x, y, z, c4, 0.25 * dist[k])  # type: ignore[arg-type]
+    assert told > 0.5 * len(do), f"farther() proved a quarter of the distance for only {told} of {len(do)}"
+    # Inside the cone (or on +Y) nothing is farther than 0.
+    for x, y, z in ((0.0, 1.0, 0.0), (1e-3, 1.0, 0.0)):
+        assert not cone_floats.farther(x, y, z, (0.5, 0.5, 0.5, 0.5), 0.0)
+
+
 def test_inside_unchanged_and_output_inside(random_case: tuple[F64, F64, F64, F64, F64]) -> None:
     d, cone, out, _, _ = random_case
     inside = cone_contains(d, cone)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from solver_fixtures import forward_kinematics, random_rotations
+from solver_fixtures import coincidence_limb, forward_kinematics, random_rotations
 
 import solvers.search as search_module
 import solvers.two_bone as two_bone_module
@@ -251,3 +251,22 @@ def test_out_of_reach_under_the_upper_cone_swivels_toward_its_axis(stage_calls: 
     b = solve_limited_floats(batch, ch, bend, distance[rows])
     assert a[2].all() and b[2].all()
     assert np.abs(a[0] - b[0]).max() < 1e-9 and np.abs(a[1] - b[1]).max() < 1e-9
+
+
+def test_an_analytic_pose_whose_limits_moved_its_elbow_does_not_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`two_bone.elbow_moved`: the analytic pose of the coincidence limb (`solver_fixtures.coincidence_limb`)
+    lands on its target, but its upper bone's cone moved the elbow off the pole's plane: it does not count as
+    reaching, and the closed form gives the pose (the elbow swivelled to the cone's edge: where the clamp put
+    it, to the swivel search's resolution). The scalar solver's side: tests/blender/test_scalar_kernels.py."""
+    problem, axis, moved, half = coincidence_limb()
+    with monkeypatch.context() as m:
+        m.setattr(two_bone_module, "settle", lambda _problem, result, _batch=None: (result, None))
+        analytic = two_bone_module._solve_two_bone(problem)[0]  # the analytic pose alone
+    assert analytic.residual[0] <= problem.tolerance, "the analytic pose should land on the target"
+    assert np.linalg.norm(analytic.positions[0, 1] - moved) < 1e-6, "the clamp should move the elbow there"
+    assert not analytic.reached[0], "an analytic pose whose limits moved its elbow counted as reaching"
+    result = solve_two_bone(problem)
+    assert result.reached[0]
+    elbow = result.positions[0, 1]
+    assert np.arccos(min(1.0, elbow @ axis)) <= half + 1e-6, "the elbow left the upper bone's cone"
+    assert np.linalg.norm(elbow - moved) < 0.01
