@@ -389,8 +389,11 @@ class Program:
                     # Under limits, the analytic pose matters only when it reaches the target (else the closed
                     # form and the stage take over): its lower bone is not limited when its head already rules
                     # that out (`two_bone`'s `miss`), and the full pose is made only if the stage needs it.
+                    # The elbow's slack as the tip's: the Tolerance and float32 rounding (`two_bone.elbow_moved`
+                    # holds the full solves to the Tolerance; a pose in between is a coincidence of the
+                    # rounding's size).
                     miss = _MISS * tolerance + _MISS_F32 * chain.total
-                    analytic = two_bone(chain, keep[0] @ shape.offsets[0], miss, tolerance)
+                    analytic = two_bone(chain, keep[0] @ shape.offsets[0], miss, miss)
                     solved = self._limited_two_bone(
                         i, link, shape, chain, analytic or None, keep, base, pole_at, root, tolerance
                     )
