@@ -477,11 +477,13 @@ def main() -> None:
         f"bench/live.py on bpy {bpy.app.version_string}; median of {args.rounds} warm updates, "
         f"best of {args.repeats} alternating runs of each side"
     )
+    # Issue 37's goals for the synthetic rigs (no regression): an earlier issue's tighter ones are in
+    # docs/design/benchmarks.md.
     cases = [
-        ("(a) character, 6 chains", character, 0.15, {}, 1.2),
-        ("(a1) character, one hand moved", character_one_hand, 0.15, {}, 0.7),
-        ("(a2) character with limits", character_limited, 0.15, {}, 1.5),
-        ("(b) 100 chains x 10 bones", many_chains, 0.2, {}, 1.0),
+        ("(a) character, 6 chains", character, 0.15, {}, 2.5),
+        ("(a1) character, one hand moved", character_one_hand, 0.15, {}, 1.1),
+        ("(a2) character with limits", character_limited, 0.15, {}, 3.0),
+        ("(b) 100 chains x 10 bones", many_chains, 0.2, {}, 1.9),
         ("(c) one chain of 50 bones", long_chain, 0.06, {"tolerance": 1e-4, "max_iterations": 200}, None),
     ]
     setup_cases = ["d", "dp", "d4", "d4p", "d5", "d0", "m", "mp", "m0"]
