@@ -26,7 +26,10 @@ stand-in's own time per update.
 
 `--setup`: the rig Set Up Character makes, one hand's control bone dragged (`bench/lean_setup.py`): the floor
 for bone controls in the same armature, against Blender's IK on the same set-up rig; and the same stand-in
-solving in `depsgraph_update_pre`, before the evaluation (one evaluation instead of two).
+solving in `depsgraph_update_pre`, before the evaluation (one evaluation instead of two). Then the floor under
+the set-up's limits: Reach IK's own limb solve (the compiled program's, as a drag solves) alone in
+`depsgraph_update_pre` for one hand and for four limbs, against Blender's IK on the same drags, and Reach
+IK's live solving on the same drags in the same process (what the live handler adds to the solve).
 
     .venv/bin/python bench/lean.py [--rounds 40] [--repeats 3] [--setup]
 """

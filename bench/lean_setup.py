@@ -11,6 +11,10 @@ evaluates again. Blender's side is `bench/setup_rig.py`'s: the same set-up rig w
 A second row runs the same stand-in in `depsgraph_update_pre` (`PreLeanSetup`): the control's and pole's pose
 from their channels, the arm written before Blender evaluates, so one evaluation shows it. It measures what
 solving there would leave to a live solver (issue 37: the post handler's floor is two evaluations).
+
+The next rows solve under the set-up's limits (`ProgramFloor`): Reach IK's compiled program's limb solve
+(the analytic pose, the closed form under the limits) and nothing else, for one hand and for four limbs, and
+Reach IK's live solving of the same drags in the same process, each against Blender's IK on its drag.
 """
 
 from __future__ import annotations
@@ -108,9 +112,119 @@ class PreLeanSetup(LeanSetup):
         self.seconds.append(time.perf_counter() - start)
 
 
-def lean_run(mode: str, rounds: int) -> dict[str, object]:
+class ProgramFloor:
+    """Reach IK's own limb solve, and nothing else, in `depsgraph_update_pre`: the dragged chains' targets and
+    poles from their control bones' channels (as `rig.live_pre` predicts them), the compiled program's solve
+    (`core.live.Program.solve`: the analytic pose, the closed form under the set-up's limits, placing the
+    rotations in the channel arrays, exactly as a live drag solves), the changed channel arrays written with
+    `foreach_set` and the armature tagged. No reading or comparing of the rig, no statuses, no FK store, no
+    check after the evaluation: the floor of a live handler that solves under these limits as Reach IK does
+    (issue 37's floor clause), where `PreLeanSetup` solves one arm without limits."""
+
+    def __init__(self, obj: bpy.types.Object, lean: object, chains: list[int]) -> None:
+        self.obj = obj
+        self.search = setup_rig.bpy_session.submodule("solvers.search")
+        self.live = setup_rig.bpy_session.submodule("rig.live")
+        self.program = lean.program  # type: ignore[attr-defined]
+        self.angles = lean.angles  # type: ignore[attr-defined]
+        order = self.program.closure(chains)
+        if order is None:
+            raise ValueError("the program refuses a dragged chain")
+        self.order = order
+        pbs = obj.pose.bones
+        names = [pb.name for pb in pbs]
+        self.goals: list[tuple[int, int, int]] = []  # (chain index, target bone, pole bone or -1)
+        for index in chains:
+            ch = obj.reach_ik.chains[index]
+            self.goals.append((index, names.index(ch.target_bone), names.index(ch.pole_bone) if ch.pole_bone else -1))
+        n = len(names)
+        self.channels = {
+            attr: np.empty((n, width), dtype=np.float32)
+            for attr, width in (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4))
+        }
+        for attr, array in self.channels.items():
+            pbs.foreach_get(attr, array.ravel())
+        self.seconds: list[float] = []
+
+    def __call__(self, scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | None = None) -> None:
+        start = time.perf_counter()
+        obj = self.obj
+        pbs = obj.pose.bones
+        world = obj.matrix_world.copy()
+        targets, poles = {}, {}
+        for index, target, pole in self.goals:
+            control = pbs[target]
+            targets[index] = world @ (control.bone.matrix_local @ control.matrix_basis)
+            if pole >= 0:
+                bone = pbs[pole]
+                poles[index] = world @ (bone.bone.matrix_local @ bone.matrix_basis)
+        # As a live drag: the global stage deferred to when the target stands still (`rig.live`).
+        with self.search.budget(self.live.stage_budget), self.search.deferring(True):
+            result = self.program.solve(
+                self.order, lambda b: pbs[b].matrix.copy(), world, targets, poles, self.angles, self.channels
+            )
+        for attr in sorted(result.changed):
+            pbs.foreach_set(attr, self.channels[attr].ravel())
+        if result.changed:
+            obj.update_tag(refresh={"DATA"})
+        self.seconds.append(time.perf_counter() - start)
+
+
+def program_floor_run(workload: str, rounds: int) -> dict[str, object]:
+    """Per-update seconds of dragging `workload`'s controls with `ProgramFloor` (Reach IK's live solving off,
+    after one drag update compiled the rig's program)."""
+    live_program = setup_rig.bpy_session.submodule("rig.live_program")
+    cache = setup_rig.bpy_session.submodule("rig.cache")
+    live = setup_rig.bpy_session.submodule("rig.live")
+    registered = live.on_depsgraph_update in bpy.app.handlers.depsgraph_update_post
+    if not registered:
+        live.register()  # `bench/lean.py` runs without Reach IK's handlers: they compile the program here
+    setup_rig.fresh()
+    obj = setup_rig.set_up()
+    lead = 3  # drag updates that let Reach IK compile the rig's program
+    path = setup_rig.drag_path(obj, workload, rounds + setup_rig.WARM + lead)
+    pbs = obj.pose.bones
+    for r in range(lead):
+        for bone, mats in path.items():
+            pbs[bone].matrix = mats[r]
+        bpy.context.view_layer.update()
+        bpy.context.view_layer.update()
+    lean = cache.programs.get(obj.session_uid)
+    if not registered:
+        live.unregister()
+    if lean is None or not isinstance(lean, live_program.Lean) or isinstance(lean.program, str):
+        raise RuntimeError("the set-up rig has no compiled program")
+    chains = [i for i, ch in enumerate(obj.reach_ik.chains) if ch.target_bone in path]
+    obj.reach_ik.live = False
+    bpy.context.view_layer.update()
+    handler = ProgramFloor(obj, lean, chains)
+    bpy.app.handlers.depsgraph_update_pre.append(handler)
+    times, residuals = [], []
+    try:
+        for r in range(lead, rounds + setup_rig.WARM + lead):
+            for bone, mats in path.items():
+                pbs[bone].matrix = mats[r]
+            start = time.perf_counter()
+            bpy.context.view_layer.update()
+            bpy.context.view_layer.update()
+            if r >= setup_rig.WARM + lead:
+                times.append(time.perf_counter() - start)
+                ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+                worst = 0.0
+                for i in chains:
+                    ch = obj.reach_ik.chains[i]
+                    tip = ev.pose.bones[ch.tip_bone].tail
+                    worst = max(worst, (tip - ev.pose.bones[ch.target_bone].head).length)
+                residuals.append(worst)
+    finally:
+        bpy.app.handlers.depsgraph_update_pre.remove(handler)
+    return {"times": times, "res": max(residuals), "own": statistics.median(handler.seconds[setup_rig.WARM :]) * 1e3}
+
+
+def lean_run(mode: str, rounds: int, workload: str = "one_hand") -> dict[str, object]:
     """Per-update seconds of the one-hand drag with the stand-in (`mode` 'lean', or 'pre': solved before the
-    evaluation) or Blender's IK."""
+    evaluation) or Blender's IK (`mode` 'blender', also dragging `workload`'s controls; the residual is the
+    left arm's)."""
     setup_rig.fresh()
     obj = setup_rig.set_up()
     for ch in obj.reach_ik.chains:
@@ -122,7 +236,7 @@ def lean_run(mode: str, rounds: int) -> dict[str, object]:
     else:
         handler = PreLeanSetup(obj) if mode == "pre" else LeanSetup(obj)
         handlers.append(handler)
-    path = setup_rig.drag_path(obj, "one_hand", rounds + setup_rig.WARM)
+    path = setup_rig.drag_path(obj, workload, rounds + setup_rig.WARM)
     pbs = obj.pose.bones
     times, residuals = [], []
     try:
@@ -145,11 +259,44 @@ def lean_run(mode: str, rounds: int) -> dict[str, object]:
     return {"times": times, "res": max(residuals), "own": statistics.median(own) * 1e3}
 
 
+def _reach_live(workload: str, rounds: int) -> dict[str, object]:
+    """`bench/live.py`'s (d) / (d4) row in this process: Reach IK's live solving, its handlers registered for
+    the run (`bench/lean.py` runs the stand-ins without them)."""
+    live = setup_rig.bpy_session.submodule("rig.live")
+    live.register()
+    try:
+        out = setup_rig.drag_run(workload, "reach", rounds)
+    finally:
+        live.unregister()
+    out["own"] = statistics.median(out["handler"]) * 1e3  # type: ignore[arg-type]
+    return out
+
+
 def run(rounds: int, repeats: int) -> None:
     print(setup_rig.HEADER.replace("Reach", "lean "))
-    runs = [(lean_run("lean", rounds), lean_run("pre", rounds), lean_run("blender", rounds)) for _ in range(repeats)]
+    runs = [
+        (
+            lean_run("lean", rounds),
+            lean_run("pre", rounds),
+            lean_run("blender", rounds),
+            program_floor_run("one_hand", rounds),
+            program_floor_run("limbs", rounds),
+            lean_run("blender", rounds, "limbs"),
+            _reach_live("one_hand", rounds),
+            _reach_live("limbs", rounds),
+        )
+        for _ in range(repeats)
+    ]
     ref = setup_rig.best([r[2] for r in runs])
-    for k, label in ((0, "(d) set-up rig, one hand: the floor"), (1, "(d) the floor solved before evaluation")):
+    four = setup_rig.best([r[5] for r in runs])
+    for k, label, against in (
+        (0, "(d) set-up rig, one hand: the floor", ref),
+        (1, "(d) the floor solved before evaluation", ref),
+        (3, "(d) Reach's limb solve alone, before", ref),
+        (6, "(d) Reach IK live (bench/live.py's)", ref),
+        (4, "(d4) Reach's limb solves alone, before", four),
+        (7, "(d4) Reach IK live (bench/live.py's)", four),
+    ):
         ours = setup_rig.best([r[k] for r in runs])
         ours["handler"] = [ours["own"] * 1e-3]
-        print(setup_rig.row(label, ours, ref))
+        print(setup_rig.row(label, ours, against))
