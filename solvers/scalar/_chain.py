@@ -975,8 +975,9 @@ def two_bone(
     current bend (``elbow_now``, relative to the root), else the fallback bend; frames, roll and limits
     from one sweep. With ``miss``: no frames (an empty list) when the limited upper bone leaves the tip
     provably farther than ``miss`` from the target (`sweep`), whatever the lower bone's limits make of it;
-    with ``slack`` (the Tolerance): none either when the upper bone's limits move the elbow more than that
-    from where the law of cosines put it (such a pose does not count as reaching: `elbow_moved`)."""
+    with ``slack`` (the Tolerance, and the caller's rounding): none either when the upper bone's limits move the
+    elbow more than that from where the law of cosines put it (such a pose does not count as reaching:
+    ``two_bone.elbow_moved``)."""
     return sweep(c, [c.root, aimed_elbow(c, elbow_now), c.target], miss, slack)[1]
 
 
