@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import bpy
 import numpy as np
-from mathutils import Matrix, Vector
+from mathutils import Matrix
 from numpy.typing import NDArray
 
 from ..core.model import ChainOutcome
@@ -53,7 +53,6 @@ class _Ready:
     buffer: NDArray[np.float32]  # the channels `attrs` of every bone, read into one buffer
     before: NDArray[np.float32]  # every channel as the fingerprint holds it (its arrays are views of it), `attrs` first
     slices: dict[str, NDArray[np.float32]]  # attr -> its part of `buffer`, flat
-    shaped: dict[str, NDArray[np.float32]]  # attr -> the same, (bones, width)
     bone_at: NDArray[np.int64]  # position in `buffer` -> its bone
     world: Matrix  # the armature's world matrix the fingerprint holds
     near: float  # `_Guess.near`
@@ -120,13 +119,12 @@ def _work_out(obj: bpy.types.Object, lean: Lean, last: Seen) -> _Ready | None:
     # The fingerprint's channel arrays become views of one buffer (same values; every later change to them is
     # in place), the channels a guess reads first, so it compares them in one operation.
     before = np.concatenate([last.arrays[attr].ravel() for attr in order])
-    slices, shaped, at = {}, {}, 0
+    slices, at = {}, 0
     owners = []
     for attr in order:
         width = widths[attr]
         if at < size:
-            part = buffer[at : at + n * width]
-            slices[attr], shaped[attr] = part, part.reshape(n, width)
+            slices[attr] = buffer[at : at + n * width]
             owners.append(np.repeat(np.arange(n, dtype=np.int64), width))
         last.arrays[attr] = before[at : at + n * width].reshape(n, width)
         at += n * width
@@ -143,20 +141,11 @@ def _work_out(obj: bpy.types.Object, lean: Lean, last: Seen) -> _Ready | None:
         buffer,
         before,
         slices,
-        shaped,
         np.concatenate(owners),
         Matrix(world.tolist()),
         near,
         _NEAR * scale,
     )
-
-
-def _basis(ready: _Ready, b: int, mode: int) -> Matrix:
-    """Bone b's channels, as read, as its matrix_basis."""
-    name = armature.MODE_NAMES[mode]
-    raw = ready.shaped[armature.rotation_channel(name)[0]][b].tolist()
-    loc, scale = Vector(ready.shaped["location"][b].tolist()), Vector(ready.shaped["scale"][b].tolist())
-    return armature.basis_matrix(name, raw, loc, scale)
 
 
 def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool:
@@ -192,7 +181,8 @@ def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool
     predicted: dict[int, Matrix] = {}
     changed = set(again)
     for b in moved_bones:
-        at = ready.rest[b] @ _basis(ready, b, int(modes[b]))
+        # Blender's own matrix_basis of the channels just read (as `armature.basis_matrix` builds it, in C).
+        at = ready.rest[b] @ pbs[b].matrix_basis
         m = world @ at
         t = m.translation
         if not abs(t.x) + abs(t.y) + abs(t.z) < 1e30:
@@ -245,17 +235,21 @@ def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool
         outcomes = lean_scalar(obj, lean, order, matrix, last.arrays, held)
     else:
         outcomes = lean_body(obj, lean, found, order, matrix, last.arrays, held)
-    # Every bone the solve posed, with the channel its pose is in: the evaluation must leave them as they are.
-    solved = [
-        (b, attr)
-        for j in order
-        for b, (attr, _mode) in zip(
-            program.links[j].posed, [*program.links[j].channel, program.links[j].tip_channel], strict=False
-        )
-    ]
+    # Every bone the solve posed, with the channel its pose is in: the evaluation must leave them as they are
+    # (the same list for the same links, update after update of a drag: kept with the program).
+    key = tuple(order)
+    solved = lean.posed_lists.get(key)
+    if solved is None:
+        solved = lean.posed_lists[key] = [
+            (b, attr)
+            for j in order
+            for b, (attr, _mode) in zip(
+                program.links[j].posed, [*program.links[j].channel, program.links[j].tip_channel], strict=False
+            )
+        ]
     if found is not None:
+        solved = [*solved, (found.root, "location")]
         solved += [(b, armature.rotation_channel(armature.MODE_NAMES[int(modes[b])])[0]) for b in found.bones]
-        solved.append((found.root, "location"))
     last.channels = None
     cache.checks[uid] = cache.checks.get(uid, 0) + 1
     note_solved(obj, uid, outcomes)
