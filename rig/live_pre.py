@@ -70,7 +70,7 @@ class _Guess:
     parents: dict[int, Matrix]  # bone above a solved chain -> its pose as the solve read it
     predicted: dict[int, Matrix]  # fingerprint row of a moved control -> its world matrix as predicted
     outcomes: dict[int, ChainOutcome]
-    posed: list[tuple[int, str]]  # (bone, rotation channel) of every bone the solve posed
+    posed: tuple[str, ...]  # the channels of every bone the solve posed (their rotations; Full Body's root location)
 
 
 def _guessable(obj: bpy.types.Object, uid: int, lean: Lean, last: Seen) -> _Ready | None:
@@ -235,21 +235,24 @@ def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool
         outcomes = lean_scalar(obj, lean, order, matrix, last.arrays, held)
     else:
         outcomes = lean_body(obj, lean, found, order, matrix, last.arrays, held)
-    # Every bone the solve posed, with the channel its pose is in: the evaluation must leave them as they are
-    # (the same list for the same links, update after update of a drag: kept with the program).
+    # The channels of every bone the solve posed: the evaluation must leave them as they are (the same for the
+    # same links, update after update of a drag: kept with the program).
     key = tuple(order)
-    solved = lean.posed_lists.get(key)
+    solved = lean.posed_channels.get(key)
     if solved is None:
-        solved = lean.posed_lists[key] = [
-            (b, attr)
-            for j in order
-            for b, (attr, _mode) in zip(
-                program.links[j].posed, [*program.links[j].channel, program.links[j].tip_channel], strict=False
+        links = [program.links[j] for j in order]
+        solved = lean.posed_channels[key] = tuple(
+            sorted(
+                {
+                    attr
+                    for link in links
+                    for _b, (attr, _mode) in zip(link.posed, [*link.channel, link.tip_channel], strict=False)
+                }
             )
-        ]
+        )
     if found is not None:
-        solved = [*solved, (found.root, "location")]
-        solved += [(b, armature.rotation_channel(armature.MODE_NAMES[int(modes[b])])[0]) for b in found.bones]
+        body = {armature.rotation_channel(armature.MODE_NAMES[int(modes[b])])[0] for b in found.bones}
+        solved = tuple(sorted({*solved, *body, "location"}))
     last.channels = None
     cache.checks[uid] = cache.checks.get(uid, 0) + 1
     note_solved(obj, uid, outcomes)
@@ -276,9 +279,15 @@ def check_after(obj: bpy.types.Object, uid: int) -> bool:
     for p, m in guess.parents.items():
         if pbs[p].matrix != m:
             return False  # the bone above a chain moved as Blender evaluated (a constraint, a driver)
-    for b, attr in guess.posed:
-        if list(getattr(pbs[b], attr)) != last.arrays[attr][b].tolist():
-            return False  # the evaluation set a bone the solve posed (animation or a driver written back)
+    for attr in guess.posed:
+        # Every bone's values of the channel, read at once (a read per posed bone costs twice as much): the
+        # solve's as written, the others' as read before the evaluation (one the evaluation changed, a driver
+        # reading a control, fails here, as it would fail the next update's prediction).
+        held = last.arrays[attr]
+        now = np.empty(held.size, dtype=np.float32)
+        pbs.foreach_get(attr, now)
+        if not np.array_equal(now, held.ravel()):
+            return False  # the evaluation set a channel the solve posed or read (animation or a driver written back)
     slack = 0.0
     noted: dict[int, tuple[int, Matrix]] = {}
     for row, predicted in guess.predicted.items():

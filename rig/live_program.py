@@ -186,8 +186,8 @@ class Lean:
     ok: bool = False  # that check's verdict
     body: bool = False  # Full Body: the program solves the limbs after the body stage (`lean_body`)
     found: body_live.Captured | None = None  # what the last full solve left for the body stage (`_check`)
-    # Links solved together -> (bone, channel) of every bone they pose (`rig.live_pre.solve_before`).
-    posed_lists: dict[tuple[int, ...], list[tuple[int, str]]] = field(default_factory=dict)
+    # Links solved together -> the channels of every bone they pose (`rig.live_pre.solve_before`).
+    posed_channels: dict[tuple[int, ...], tuple[str, ...]] = field(default_factory=dict)
 
 
 def compile_lean(obj: bpy.types.Object, plan: Plan, modes: NDArray[np.int32]) -> Lean:
