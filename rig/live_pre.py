@@ -29,6 +29,8 @@ import numpy as np
 from mathutils import Matrix
 from numpy.typing import NDArray
 
+from ..core import body_live
+from ..core.live import Program
 from ..core.model import ChainOutcome
 from . import armature, cache, fk
 from .fingerprint import Seen
@@ -148,6 +150,42 @@ def _work_out(obj: bpy.types.Object, lean: Lean, last: Seen) -> _Ready | None:
     )
 
 
+@dataclass(frozen=True)
+class _Links:
+    """What solving links `order` (parents first) asks of a guess, the same on every update that moves the same
+    controls (kept with the program: `Lean.link_sets`)."""
+
+    order: list[int]
+    above: list[int]  # the bone above each chain, where none of the solved bones moves it: read as evaluated
+    channels: tuple[str, ...]  # the channels of every bone the solve poses: the evaluation must leave them
+    chains: list[int]  # the chains' indices (`rig.live.lean_order`)
+
+
+_UNSEEN = object()
+
+
+def _links(
+    program: Program, order: list[int], found: body_live.Captured | None = None, modes: NDArray[np.int32] | None = None
+) -> _Links:
+    """`_Links` of `order`; with `found` (Full Body) the body stage's bones count as posed (they move what hangs
+    below them) and their channels (in `modes`, every bone's rotation mode value) and the root's location too."""
+    links = [program.links[j] for j in order]
+    posed = {b for link in links for b in link.posed}
+    sk = program.snap.sk
+    above = [link.parent for link in links]
+    channels = {
+        attr for link in links for _b, (attr, _mode) in zip(link.posed, [*link.channel, link.tip_channel], strict=False)
+    }
+    if found is not None:
+        posed.update(found.bones)
+        above.append(int(sk.parent[found.root]))
+        assert modes is not None
+        channels.update(armature.rotation_channel(armature.MODE_NAMES[int(modes[b])])[0] for b in found.bones)
+        channels.add("location")
+    reads = [p for p in dict.fromkeys(above) if p >= 0 and p not in posed and posed.isdisjoint(sk.ancestors(p))]
+    return _Links(order, reads, tuple(sorted(channels)), [link.chain.index for link in links])
+
+
 def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool:
     """From `depsgraph_update_pre`: when only control bones of `obj` moved since its last check, solve their
     chains (and `again`: chains a cut search left) and write the pose now; False (nothing written) otherwise."""
@@ -194,32 +232,30 @@ def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool
         return False
     program = lean.program
     found = lean.found if lean.body else None
-    order: list[int] | None
+    links: _Links | None
     if found is not None:
         if any(spine[0].index in changed for spine in found.spine):
             return False  # the spine's control moved: its solve (the pre-body pose) is the full path's
         # Every limb: the body may move what each hangs from (as `solve_lean`).
         order = sorted((program.by_chain[c.index] for c in found.anchors), key=lambda j: program.links[j].level)
+        links = _links(program, order, found, modes)
     else:
-        order = program.closure(changed)
-    if order is None:
+        # The same controls moved update after update of a drag: what they ask of the program is kept with it.
+        key = frozenset(changed)
+        links = lean.link_sets.get(key, _UNSEEN)  # type: ignore[assignment]
+        if links is _UNSEEN:
+            order_or_none = program.closure(changed)
+            links = lean.link_sets[key] = None if order_or_none is None else _links(program, order_or_none)
+    if links is None:
         return False
+    order = links.order
     text = obj.get(fk.NAMES_KEY)
     held = fk.array_of(obj.get(fk.ROWS_KEY))
     if text != lean.store_names or held is None or held.shape[0] != lean.store_size:
         return False
     # The bone above each chain, as the last evaluation left it: the solve assumes Blender puts it there again
     # (`check_after`); those below a chain solved now move with it, as the program carries them.
-    parents: dict[int, Matrix] = {}
-    posed = {b for j in order for b in program.links[j].posed}
-    sk = program.snap.sk
-    above = [program.links[j].parent for j in order]
-    if found is not None:
-        posed.update(found.bones)  # the body stage poses them (and moves what hangs below them)
-        above.append(int(sk.parent[found.root]))
-    for p in above:
-        if p >= 0 and p not in posed and posed.isdisjoint(sk.ancestors(p)):
-            parents[p] = pbs[p].matrix.copy()
+    parents = {p: pbs[p].matrix.copy() for p in links.above}
 
     def matrix(ob: bpy.types.Object, row: int) -> Matrix:
         m = predicted.get(row)
@@ -230,33 +266,15 @@ def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool
 
     # The channel arrays the program writes into hold what the user set on the controls (nothing else differs).
     ready.before[:size] = ready.buffer
-    lean_order[:] = [program.links[j].chain.index for j in order]
+    lean_order[:] = links.chains
     if found is None:
         outcomes = lean_scalar(obj, lean, order, matrix, last.arrays, held)
     else:
         outcomes = lean_body(obj, lean, found, order, matrix, last.arrays, held)
-    # The channels of every bone the solve posed: the evaluation must leave them as they are (the same for the
-    # same links, update after update of a drag: kept with the program).
-    key = tuple(order)
-    solved = lean.posed_channels.get(key)
-    if solved is None:
-        links = [program.links[j] for j in order]
-        solved = lean.posed_channels[key] = tuple(
-            sorted(
-                {
-                    attr
-                    for link in links
-                    for _b, (attr, _mode) in zip(link.posed, [*link.channel, link.tip_channel], strict=False)
-                }
-            )
-        )
-    if found is not None:
-        body = {armature.rotation_channel(armature.MODE_NAMES[int(modes[b])])[0] for b in found.bones}
-        solved = tuple(sorted({*solved, *body, "location"}))
     last.channels = None
     cache.checks[uid] = cache.checks.get(uid, 0) + 1
     note_solved(obj, uid, outcomes)
-    cache.guesses[uid] = _Guess(last, world, ready.near, ready.turn, parents, predicted, outcomes, solved)
+    cache.guesses[uid] = _Guess(last, world, ready.near, ready.turn, parents, predicted, outcomes, links.channels)
     cache.guessed[uid] = cache.guessed.get(uid, 0) + 1
     return True
 

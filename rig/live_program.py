@@ -186,8 +186,9 @@ class Lean:
     ok: bool = False  # that check's verdict
     body: bool = False  # Full Body: the program solves the limbs after the body stage (`lean_body`)
     found: body_live.Captured | None = None  # what the last full solve left for the body stage (`_check`)
-    # Links solved together -> the channels of every bone they pose (`rig.live_pre.solve_before`).
-    posed_channels: dict[tuple[int, ...], tuple[str, ...]] = field(default_factory=dict)
+    # Controls moved together -> what solving their links asks of a guess (`rig.live_pre._Links`), or None
+    # where the program refuses one of them.
+    link_sets: dict[frozenset[int], object] = field(default_factory=dict)
 
 
 def compile_lean(obj: bpy.types.Object, plan: Plan, modes: NDArray[np.int32]) -> Lean:
