@@ -24,14 +24,11 @@ from mathutils import Matrix, Vector
 from numpy.typing import NDArray
 
 from .live import Program, basis_matrix
-from .model import ChainOutcome
+from .model import ChainOutcome, rotation_channel
 
 F32 = NDArray[np.float32]
 F64 = NDArray[np.float64]
 Channels = dict[str, F32]
-
-_CHANNEL = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}
-_WIDTH = {"rotation_quaternion": 4, "rotation_axis_angle": 4, "rotation_euler": 3}
 
 
 @dataclass
@@ -91,7 +88,7 @@ class Ahead:
         self.checks = sorted(need, key=lambda b: (int(sk.depth[b]), b))
         self.posed = [b for j in order for b in program.links[j].posed]
         self.rest_rel4 = {b: Matrix(sk.rest_rel4[b].tolist()) for b in self.checks}
-        self.attrs = {b: _CHANNEL.get(modes[b], "rotation_euler") for b in (*self.checks, *self.posed)}
+        self.attrs = {b: rotation_channel(modes[b]) for b in (*self.checks, *self.posed)}  # (channel, width)
         self.connected = {b: bool(sk.connected[b]) for b in self.checks}
         self._last: tuple[bytes, bytes] | None = None
 
@@ -114,7 +111,7 @@ class Ahead:
         zero = Vector((0.0, 0.0, 0.0))
         location, scale = channels["location"], channels["scale"]
         for b in self.checks:
-            attr = self.attrs[b]
+            attr, _width = self.attrs[b]
             loc = zero if self.connected[b] else Vector(location[b].tolist())
             m = self.rest_rel4[b] @ basis_matrix(
                 self.modes[b], channels[attr][b].tolist(), loc, Vector(scale[b].tolist())
@@ -145,6 +142,6 @@ class Ahead:
     def _raw(self, channels: Channels) -> F32:
         out = np.zeros((len(self.posed), 4), dtype=np.float32)
         for k, b in enumerate(self.posed):
-            attr = self.attrs[b]
-            out[k, : _WIDTH[attr]] = channels[attr][b]
+            attr, width = self.attrs[b]
+            out[k, :width] = channels[attr][b]
         return out

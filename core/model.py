@@ -151,6 +151,12 @@ class BoneLimits:
 # Which rotation channel a bone's rotation mode uses (`Snapshot.channel_kind`).
 QUATERNION, EULER, AXIS_ANGLE = 0, 1, 2
 CHANNEL_NAMES = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle")
+_ROTATION_CHANNEL = {"QUATERNION": ("rotation_quaternion", 4), "AXIS_ANGLE": ("rotation_axis_angle", 4)}
+
+
+def rotation_channel(mode: str) -> tuple[str, int]:
+    """The channel a rotation mode ('QUATERNION', 'AXIS_ANGLE' or an Euler order) uses, and its width."""
+    return _ROTATION_CHANNEL.get(mode, ("rotation_euler", 3))
 
 
 @dataclass(frozen=True)

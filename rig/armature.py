@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from ..core import convert
 from ..core.live import basis_matrix as basis_matrix  # re-exported: the rig layer builds matrix_basis with it
 from ..core.model import FULL, INHERIT_SCALE, Skeleton
+from ..core.model import rotation_channel as rotation_channel  # re-exported: the rig layer's channel of a mode
 from . import cache
 
 F64 = NDArray[np.float64]
@@ -315,14 +316,6 @@ def pose_tails(obj: bpy.types.Object) -> F64:
 
 ROTATION_CHANNELS = (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4))
 ALL_CHANNELS = (*ROTATION_CHANNELS, ("location", 3), ("scale", 3))
-_ROTATION_CHANNEL = {"QUATERNION": ("rotation_quaternion", 4), "AXIS_ANGLE": ("rotation_axis_angle", 4)}
-
-
-def rotation_channel(mode: str) -> tuple[str, int]:
-    """The channel a rotation mode ('QUATERNION', 'AXIS_ANGLE' or an Euler order) uses, and its width."""
-    return _ROTATION_CHANNEL.get(mode, ("rotation_euler", 3))
-
-
 # The channels a solve writes: the rotation channels, and the scale (Y) of stretching chains.
 WRITTEN_CHANNELS = (*ROTATION_CHANNELS, ("scale", 3))
 

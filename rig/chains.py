@@ -200,11 +200,12 @@ def _build_plan(obj: bpy.types.Object, sk: Skeleton, only: set[int] | None = Non
     settings = rig_settings(obj)
     plans: list[ChainPlan] = []
     checked: set[int] = set()
+    driven = driven_rotations(obj)
     for i, ch in enumerate(settings.chains):
         if not ch.enabled or (only is not None and i not in only):
             continue
         checked.add(i)
-        err = _validate_chain(obj, sk, i, ch)
+        err = _validate_chain(obj, sk, i, ch, driven)
         if isinstance(err, str):
             plan.errors[i] = err
         else:
@@ -479,7 +480,7 @@ def _control_dependencies(
     return out
 
 
-def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain) -> ChainPlan | str:
+def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain, driven: set[str]) -> ChainPlan | str:
     tip = ch.tip_bone
     if not tip:
         return "no tip bone: pick the last bone of the chain"
@@ -531,7 +532,6 @@ def _validate_chain(obj: bpy.types.Object, sk: Skeleton, i: int, ch: ReachChain)
                 "Inherit Scale 'Full', 'Aligned' or 'None'",
                 ((bone.name, "inherit_scale", scale),),
             )
-    driven = driven_rotations(obj)
     for bi in bones:
         if sk.names[bi] in driven:
             return (
