@@ -133,8 +133,8 @@ def _start(obj: bpy.types.Object, scene: bpy.types.Scene) -> Entry | str:
     """A new entry for `obj` (no frame solved yet), or why the rig cannot be solved ahead."""
     uid = obj.session_uid
     s = rig_settings(obj)
-    if not s.live or not len(s.chains):
-        return "not live"
+    if not s.live or not any(ch.enabled for ch in s.chains):
+        return "not live"  # nothing solves its playback (every chain off, as after a bake): nothing to say
     lean = cache.programs.get(uid)
     planned = cache.plans.get(uid)
     if planned is None:

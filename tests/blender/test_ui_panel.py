@@ -237,7 +237,7 @@ def _flat(log: list[tuple[str, str]]) -> str:
 
 def test_the_panel_says_how_playback_is_solved() -> None:
     """The rig panel's playback line (`rig.lookahead.status`): nothing before a rig was played, the frames
-    solved ahead once they are, and why not when a rig cannot be."""
+    solved ahead once they are, why not when a rig cannot be, and nothing when no chain is on."""
     from test_lookahead import FRAMES, _cmu
 
     la = bpy_session.submodule("rig.lookahead")
@@ -256,3 +256,9 @@ def test_the_panel_says_how_playback_is_solved() -> None:
     assert la.fill(obj) is not None
     text = _flat(_draw(panel.VIEW3D_PT_reach_ik))
     assert "Playback solved frame by frame:" in text and "has constraints" in text, text
+    # Every chain off (as a bake leaves them): nothing solves playback, and the line says nothing of it.
+    for ch in obj.reach_ik.chains:
+        ch.enabled = False
+    rigs.update()
+    la.fill(obj)
+    assert "Playback" not in _flat(_draw(panel.VIEW3D_PT_reach_ik))
