@@ -100,6 +100,8 @@ def settle(rigs: list[bpy.types.Object], counts: dict[int, int], skip: set[int])
     at an earlier update their own status back (their rig has been checked since), and mark the valid chains
     whose target or pole follows a bone of a rig solved in this update in a way not carried with its solve.
     `skip`: rigs live solving leaves alone (baked, rendered)."""
+    if len(rigs) < 2 and not cache.behind:
+        return  # one rig follows no other, and no chain waits for its status back (every drag of one rig)
     try:
         _settle(rigs, counts, skip)
     except Exception:

@@ -482,7 +482,8 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None, frame_change: bool = 
             if untouched:
                 continue  # nothing this rig reads was re-evaluated: the cheap, common case
             cache.dirty.discard(uid)
-            live_pre.note(uid)  # controls shown after guesses this rig took (their numpy work, once)
+            if uid in cache.notes:
+                live_pre.note(uid)  # controls shown after guesses this rig took (their numpy work, once)
             if updated is None or dirty:
                 # A frame change (or a setting) may change anything, rotation modes too: check the compiled
                 # program again before its next use (`solve_lean`).
