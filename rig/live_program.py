@@ -526,8 +526,11 @@ def solve_lean(obj: bpy.types.Object, uid: int, updated: set[int], again: frozen
     # leaves its row's rotation stale, which can only make the next full check solve its chain again, to the
     # same pose.
     lean.seen.update(moved)
-    if moved:
+    if len(moved) > 6:
         last.mats[list(moved), :3, 3] = list(moved.values())
+    else:
+        for row, xyz in moved.items():  # a few rows: one assignment each costs a fifth of a fancy index
+            last.mats[row, :3, 3] = xyz
     if own is not None:
         own.note(last, lean)
     last.channels = None
