@@ -264,6 +264,11 @@ def rotation_bone(path: str) -> str | None:
     return _unescape(m.group(1))
 
 
+def sets_channel(path: str) -> bool:
+    """Whether `path` names a pose bone's transform channel ('pose.bones["name"].location', ...)."""
+    return _POSE_PATH.match(path) is not None
+
+
 def _unescape(name: str) -> str:
     return name.replace('\\"', '"').replace("\\\\", "\\")
 

@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 from ..core import body_live
 from ..core.live import Program
 from ..core.model import ChainOutcome
+from . import anim as anim_paths
 from . import armature, cache, fk
 from .fingerprint import Seen
 from .live_program import Lean, lean_body, lean_order, lean_scalar, note_solved
@@ -59,6 +60,7 @@ class _Ready:
     world: Matrix  # the armature's world matrix the fingerprint holds
     near: float  # `_Guess.near`
     turn: float  # `_Guess.turn`
+    quiet: int  # `_Guess.quiet`
 
 
 @dataclass
@@ -73,6 +75,9 @@ class _Guess:
     predicted: dict[int, Matrix]  # fingerprint row of a moved control -> its world matrix as predicted
     outcomes: dict[int, ChainOutcome]
     posed: tuple[str, ...]  # the channels of every bone the solve posed (their rotations; Full Body's root location)
+    # The armature's driver count when none of its drivers sets a pose channel (-1: one does): with no action
+    # and no NLA either, the evaluation cannot set a channel and `check_after` does not read them back.
+    quiet: int
 
 
 def _guessable(obj: bpy.types.Object, uid: int, lean: Lean, last: Seen) -> _Ready | None:
@@ -147,6 +152,7 @@ def _work_out(obj: bpy.types.Object, lean: Lean, last: Seen) -> _Ready | None:
         Matrix(world.tolist()),
         near,
         _NEAR * scale,
+        quiet_drivers(obj),
     )
 
 
@@ -274,9 +280,32 @@ def solve_before(obj: bpy.types.Object, uid: int, again: frozenset[int]) -> bool
     last.channels = None
     cache.checks[uid] = cache.checks.get(uid, 0) + 1
     note_solved(obj, uid, outcomes)
-    cache.guesses[uid] = _Guess(last, world, ready.near, ready.turn, parents, predicted, outcomes, links.channels)
+    cache.guesses[uid] = _Guess(
+        last, world, ready.near, ready.turn, parents, predicted, outcomes, links.channels, ready.quiet
+    )
     cache.guessed[uid] = cache.guessed.get(uid, 0) + 1
     return True
+
+
+def quiet_drivers(obj: bpy.types.Object) -> int:
+    """The armature's driver count when none of its drivers sets a pose channel (Set Up Character's set the
+    follow constraints' influence), else -1: `animated`'s memory of what its drivers set."""
+    anim = obj.animation_data
+    if anim is None:
+        return 0
+    drivers = anim.drivers
+    return -1 if any(anim_paths.sets_channel(d.data_path) for d in drivers) else len(drivers)
+
+
+def animated(obj: bpy.types.Object, quiet: int) -> bool:
+    """Whether Blender's evaluation of `obj` may set a pose channel: an action or an NLA track, or a driver on
+    a channel (`quiet`: `quiet_drivers` when the guess was made; a driver added since counts as one). Another
+    add-on's handler writing channels after the evaluation is not animation: the next update's channels, read
+    before its evaluation, differ from the fingerprint's then, and that update is solved after it."""
+    anim = obj.animation_data
+    if anim is None:
+        return False
+    return quiet < 0 or anim.action is not None or bool(len(anim.nla_tracks)) or len(anim.drivers) != quiet
 
 
 def check_after(obj: bpy.types.Object, uid: int) -> bool:
@@ -297,7 +326,9 @@ def check_after(obj: bpy.types.Object, uid: int) -> bool:
     for p, m in guess.parents.items():
         if pbs[p].matrix != m:
             return False  # the bone above a chain moved as Blender evaluated (a constraint, a driver)
-    for attr in guess.posed:
+    # Only animation sets a channel as Blender evaluates: without it, what the solve wrote and read stands and is
+    # not read back (~7 us of every update).
+    for attr in guess.posed if animated(obj, guess.quiet) else ():
         # Every bone's values of the channel, read at once (a read per posed bone costs twice as much): the
         # solve's as written, the others' as read before the evaluation (one the evaluation changed, a driver
         # reading a control, fails here, as it would fail the next update's prediction).

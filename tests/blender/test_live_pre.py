@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import bpy
+import bpy_session
 import numpy as np
 import pytest
 import rigs
@@ -188,6 +189,33 @@ def test_a_pose_the_evaluation_writes_over_is_solved_again_after_it() -> None:
     _poses, _statuses, counts = _drag(("IK-hand.L",), True, steps=5, extra=_forearm_keyed, each=_forearm_key_edited)
     assert [g for g, _s in counts[1:3]] == [1, 1], counts
     assert counts[3] == (1, 2), counts
+
+
+def test_the_channels_are_read_back_after_the_evaluation_only_where_animation_sets_them() -> None:
+    from demo import rigs as demo_rigs
+
+    live_pre = bpy_session.submodule("rig.live_pre")
+    obj = _set_up_rig(True)
+    # Set Up Character's own drivers set the follow constraints' influence: no channel.
+    assert len(obj.animation_data.drivers) == 4
+    quiet = live_pre.quiet_drivers(obj)
+    assert quiet == 4 and not live_pre.animated(obj, quiet)
+    # A driver on a channel (a bone no chain poses): read back, from the next guess on and for one made before.
+    fc = obj.pose.bones["mixamorig:RightShoulder"].driver_add("rotation_quaternion", 1)
+    fc.driver.expression = "0.1"
+    assert live_pre.animated(obj, quiet)
+    assert live_pre.quiet_drivers(obj) == -1 and live_pre.animated(obj, -1)
+    obj.animation_data.drivers.remove(fc)
+    assert not live_pre.animated(obj, live_pre.quiet_drivers(obj))
+    # An action (keys Blender may apply as it evaluates), or an NLA track.
+    obj.animation_data.action = bpy.data.actions.new("Keys")
+    assert live_pre.animated(obj, quiet)
+    obj.animation_data.action = None
+    obj.animation_data.nla_tracks.new()
+    assert live_pre.animated(obj, quiet)
+    # No animation data at all: nothing to read back.
+    plain = demo_rigs.humanoid("mixamo", name="Plain", bent=True)
+    assert plain.animation_data is None and not live_pre.animated(plain, live_pre.quiet_drivers(plain))
 
 
 def _full_body_drag(on: bool) -> tuple[list, list, list]:  # type: ignore[no-untyped-def]
