@@ -66,7 +66,6 @@ F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 _IDENTITY_ROWS = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
 _ULPS8 = 8.0 * 2.0**-23  # as rig.armature._few_to_channels
-_UNSEEN = object()
 # A limited limb's analytic pose is not finished when its lower bone's head is farther than this from where it
 # could still put the tip within the tolerance: the tolerance itself, and float32 rounding of the chain's size
 # (the tip test measures on mathutils' float32 frames).
@@ -289,25 +288,26 @@ class Program:
     def closure(self, chains: Iterable[int]) -> list[int] | None:
         """The links of `chains` (chain indices) and every link below them, parents first; None when one of
         them is a chain the program refused, or has one below it (the full solve's). Worked out once per set of
-        chains: the links do not change while the program lives; callers must not change the list."""
+        chains (a drag asks the same set on every update; the links do not change while the program lives):
+        callers must not change the list."""
         key = frozenset(chains)
-        hit = self.closures.get(key, _UNSEEN)
-        if hit is not _UNSEEN:
-            return hit  # type: ignore[return-value]
-        out: set[int] | None = set()
-        for index in key:
+        found = self.closures.get(key)
+        if found is None and key not in self.closures:
+            if len(self.closures) > 64:
+                self.closures.clear()  # a rig with many chains dragged in many combinations: bounded
+            found = self.closures[key] = self._closure(key)
+        return found
+
+    def _closure(self, chains: frozenset[int]) -> list[int] | None:
+        out: set[int] = set()
+        for index in chains:
             i = self.by_chain.get(index)
             if i is None or self.links[i].blocks:
-                out = None
-                break
-            if i not in out:  # type: ignore[operator]
-                out.add(i)  # type: ignore[union-attr]
-                out.update(self.links[i].below)  # type: ignore[union-attr]
-        if len(self.closures) > 64:
-            self.closures.clear()  # a rig with many chains dragged in many combinations: bounded
-        found = None if out is None else sorted(out, key=lambda j: self.links[j].level)
-        self.closures[key] = found
-        return found
+                return None
+            if i not in out:
+                out.add(i)
+                out.update(self.links[i].below)
+        return sorted(out, key=lambda j: self.links[j].level)
 
     def solve(
         self,
