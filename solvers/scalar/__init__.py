@@ -34,7 +34,7 @@ from ..limits import JointLimits
 from ..rotations import matvec, norms, quaternion_to_matrix
 from ..search import refine
 from ..soft import solve_soft
-from ..two_bone import settle
+from ..two_bone import elbow_moved, settle
 from ..types import CONVERGED, F64, STALLED, UNREACHABLE, ZERO_LENGTH, ChainProblem, SolveResult
 from ._chain import (
     BoneLimit,
@@ -276,22 +276,19 @@ def _solve_two_bone(problem: ChainProblem) -> SolveResult:
     chains = _chains(problem, _limited(problem))
     elbows = (problem.positions[:, 1] - problem.positions[:, 0]).tolist()
     outcomes: list[Outcome] = []
-    aimed: list[tuple[float, float, float] | None] = []
-    for c, elbow in zip(chains, elbows, strict=True):
+    aimed = np.full((len(chains), 3), np.nan)  # relative to the root; NaN (never "moved") for a target on it
+    for row, (c, elbow) in enumerate(zip(chains, elbows, strict=True)):
         if c.distance <= ZERO_LENGTH * max(c.total, 1.0):
             outcomes.append((None, 0, UNREACHABLE))
-            aimed.append(None)
         else:
             aim = aimed_elbow(c, elbow)
             outcomes.append((sweep(c, [c.root, aim, c.target])[1], 0, CONVERGED))
-            aimed.append((aim.x, aim.y, aim.z))
+            aimed[row] = (aim.x, aim.y, aim.z)
     result = _result(problem, outcomes, analytic=True)
-    # As the batched solver (`two_bone.elbow_moved`): a pose whose limits moved the elbow does not count.
-    elbows_at = (result.positions[:, 1] - result.positions[:, 0]).tolist()
-    for row, (at, got) in enumerate(zip(aimed, elbows_at, strict=True)):
-        if at is not None and result.reached[row] and math.dist(at, got) > problem.tolerance:
-            result.reached[row] = False
-            result.status[row] = UNREACHABLE
+    # As the batched solver: a pose whose limits moved the elbow does not count as reaching.
+    moved = result.reached & elbow_moved(result.positions[:, 1] - result.positions[:, 0], aimed, problem.tolerance)
+    result.reached[moved] = False
+    result.status[moved] = UNREACHABLE
     return result
 
 
