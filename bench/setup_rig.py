@@ -439,6 +439,20 @@ def run_cases(letters: list[str], rounds: int, repeats: int, frames: int) -> Non
             if ahead:
                 spent = min(float(p[0]["ahead"]) for p in pairs)  # type: ignore[arg-type]
                 print(f"  ({letter}) solved ahead first: {1e3 * spent:.2f} ms per frame, once, while idle")
+        elif letter in ("k", "kp"):
+            # The animator's rig: the set-up humanoid with only its hand and foot controls keyed (the chain
+            # bones carry each frame's result to the next), played from the range's first frame.
+            ahead = letter == "k"
+            fresh()
+            clip = clip_targets(frames)
+            label = f"({letter}) keyed controls, {frames} frames" + ("" if ahead else ", not ahead")
+            pairs = [
+                (playback_run(frames, "reach", True, clip, ahead), playback_run(frames, "blender", True, clip))
+                for _ in range(repeats)
+            ]
+            if ahead:
+                spent = min(float(p[0]["ahead"]) for p in pairs)  # type: ignore[arg-type]
+                print(f"  ({letter}) solved ahead first: {1e3 * spent:.2f} ms per frame, once, while idle")
         else:
             continue
         print(row(label, best([p[0] for p in pairs]), best([p[1] for p in pairs])), flush=True)

@@ -38,7 +38,8 @@ class Frame:
     channels: bytes  # `digest` of every channel as the action gives it (the bytes of `rig.fingerprint.channel_bytes`)
     pose: F32  # (k, 4, 4) predicted armature-space pose of the checked bones (`Ahead.checks`)
     written: Channels  # the whole arrays of the channel attributes the solve changed, as written
-    raw: F32  # (n, 4) the posed bones' rotations before the write (their FK values), raw as their modes hold them
+    raw: F32  # (n, 4) the posed bones' rotations before the write, raw as their modes hold them
+    fk: F32  # (n, 4) their FK values (`rig/fk.py`): `raw`, but for bones whose rotation the action does not set
     raw_written: F32  # (n, 4) the same after the write
     scale_y: F32  # (n,) the posed bones' Y scales (the solve does not stretch: the program leaves stretch out)
     outcomes: dict[int, ChainOutcome]
@@ -96,9 +97,11 @@ class Ahead:
         """The program's shapes were forgotten: the next frame measures them (`Program.forget`)."""
         self._last = None
 
-    def solve(self, channels: Channels) -> Frame:
+    def solve(self, channels: Channels, fk: F32 | None = None) -> Frame:
         """Solve the frame whose channels (every bone's, float32, as `rig.armature.read_channels` reads all of
-        them) the action gives; `channels` is left holding what the write would put there."""
+        them) the action gives; `channels` is left holding what the write would put there. `fk`: the posed
+        bones' FK values (n, 4) where they are not the channels (a bone whose rotation no key sets starts from
+        the frame before's result, and keeps the FK value the range's first frame started from)."""
         key = digest(b"".join(a.tobytes() for a in channels.values()))
         program = self.program
         # As the live path (`rig.live_program.program_full`): a chain bone's location or any bone's scale that
@@ -134,10 +137,15 @@ class Ahead:
             pose=checked,
             written={attr: channels[attr].copy() for attr in sorted(result.changed)},
             raw=raw,
+            fk=raw if fk is None else fk,
             raw_written=self._raw(channels),
             scale_y=channels["scale"][self.posed, 1].copy(),
             outcomes=result.outcomes,
         )
+
+    def raw_of(self, channels: Channels) -> F32:
+        """(n, 4) the posed bones' rotations as `channels` hold them, raw (Euler padded with a 0)."""
+        return self._raw(channels)
 
     def _raw(self, channels: Channels) -> F32:
         out = np.zeros((len(self.posed), 4), dtype=np.float32)

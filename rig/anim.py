@@ -308,3 +308,17 @@ def pose_curves(obj: bpy.types.Object) -> list[tuple[str, int, int, bpy.types.FC
             return f"an F-Curve on a bone that does not exist ('{fc.data_path}')"
         out.append((m.group(2), b, fc.array_index, fc))
     return out
+
+
+def animated_rotations(obj: bpy.types.Object) -> set[str]:
+    """Names of the bones whose rotation channels the armature's animation sets (action, NLA, drivers)."""
+    ad = obj.animation_data
+    if ad is None:
+        return set()
+    paths: list[str] = [d.data_path for d in ad.drivers]
+    actions = [ad.action] if ad.action is not None else []
+    actions += [s.action for t in ad.nla_tracks if not t.mute for s in t.strips if s.action is not None]
+    for action in actions:
+        paths += [fc.data_path for fc in all_fcurves(action, obj)]
+    found = (rotation_bone(path) for path in paths)
+    return {name for name in found if name is not None}

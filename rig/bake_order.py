@@ -22,20 +22,6 @@ from . import anim, armature, fk
 F64 = NDArray[np.float64]
 
 
-def animated_rotations(obj: bpy.types.Object) -> set[str]:
-    """Names of the bones whose rotation channels the armature's animation sets (action, NLA, drivers)."""
-    ad = obj.animation_data
-    if ad is None:
-        return set()
-    paths: list[str] = [d.data_path for d in ad.drivers]
-    actions = [ad.action] if ad.action is not None else []
-    actions += [s.action for t in ad.nla_tracks if not t.mute for s in t.strips if s.action is not None]
-    for action in actions:
-        paths += [fc.data_path for fc in anim.all_fcurves(action, obj)]
-    found = (anim.rotation_bone(path) for path in paths)
-    return {name for name in found if name is not None}
-
-
 def fk_raw(obj: bpy.types.Object, names: tuple[str, ...], bones: list[int], channels: armature.Channels) -> fk.F32:
     """(n, 4) the FK rotation values of `bones` in their own modes, as `channels` hold them (`fk.Store.fk`)."""
     modes = armature.rotation_mode_values(obj)[bones].tolist()
@@ -54,7 +40,7 @@ def first_start(
         return {}, set()
     modes = armature.rotation_mode_values(obj)[bones].tolist()
     basis = fk.basis_rotations(fk_raw(obj, names, bones, channels), modes)
-    animated = animated_rotations(obj)
+    animated = anim.animated_rotations(obj)
     return {b: basis[k] for k, b in enumerate(bones)}, {b for b in bones if names[b] not in animated}
 
 

@@ -52,7 +52,7 @@ from numpy.typing import NDArray
 
 from ..core import convert
 from ..core.model import Inputs, Plan
-from . import armature, cache
+from . import anim, armature, cache
 from .props import rig_settings
 
 F32 = NDArray[np.float32]
@@ -505,3 +505,41 @@ def release(obj: bpy.types.Object) -> None:
     changed = restore(store, index, armature.rotation_mode_values(obj), channels, keep)
     armature.write_channels(obj, channels, changed)
     store.write(obj)
+
+
+def start_over(obj: bpy.types.Object) -> bool:
+    """Put the FK values back into the rotation channels of the enabled chains' bones that no animation sets,
+    before the playback range's first frame is evaluated (`rig.live.on_frame_change_pre`); whether any
+    channel changed.
+
+    Such a bone starts each frame from the result of the frame shown before it (Start From 'Current'). From
+    its first frame, playback therefore starts where the bake starts it (`rig.bake_order`: the FK pose there),
+    on every loop, whatever frame was shown before: playback, renders and bakes show the same poses, and the
+    frames solved ahead (`rig.lookahead`) follow on from it. The FK values stay what they were (the channels
+    now hold them, which the store's rule reads as FK).
+    """
+    if not has_store(obj):
+        return False  # Reach IK never wrote a channel: every channel holds its FK value
+    chain_names = enabled_chain_bones(obj)
+    if not chain_names:
+        return False
+    store = Store.read(obj)
+    animated = anim.animated_rotations(obj)
+    sk = armature.skeleton(obj)
+    # Bones the store knows (a bone Reach IK never wrote holds its FK value already).
+    bones = sorted(sk.index[n] for n in chain_names if n not in animated and n in sk.index and n in store.index)
+    if not bones:
+        return False
+    channels = armature.read_channels(obj, armature.WRITTEN_CHANNELS)
+    modes = armature.rotation_mode_values(obj)[bones].tolist()
+    raw = raw_rotations(channels, bones, modes)
+    fk_rot, fk_sy = store.fk([sk.names[b] for b in bones], modes, raw, channels["scale"][bones, 1].copy())
+    changed = put_raw_rotations(channels, bones, modes, fk_rot)
+    # And a stretching chain's Y scale: the pair is one FK value (a rotation put back beside a stretched
+    # scale would make the store take that scale for FK).
+    idx = np.asarray(bones, dtype=np.int64)
+    if channels["scale"][idx, 1].tobytes() != fk_sy.tobytes():
+        channels["scale"][idx, 1] = fk_sy
+        changed.add("scale")
+    armature.write_channels(obj, channels, changed)
+    return bool(changed)

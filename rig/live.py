@@ -53,6 +53,7 @@ defer_stage = True
 # evaluation per update instead of two). Tests and bench/live.py turn it off to compare; nothing else does.
 solve_before = True
 _suspended: set[int] = set()  # session_uid of armatures being baked: the bake solves them itself
+_shown: dict[int, int] = {}  # scene session_uid -> the frame its last update or frame change showed
 _listed: set[int] = set()  # session uids of the IDs the last depsgraph update listed (`on_depsgraph_pre`)
 # True while a render (or an export) plays the keys rig/render.py recorded: nothing is solved or given back
 # meanwhile, since in the GUI the render thread evaluates the same data.
@@ -636,6 +637,34 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
     if not structural:
         _listed.update(updated)
     _run(scene, None if structural else updated)
+    _shown[scene.session_uid] = scene.frame_current
+
+
+@persistent
+def on_frame_change_pre(scene: bpy.types.Scene, *_args: object) -> None:
+    """Before Blender evaluates the playback range's first frame: each live rig's chain bones that no
+    animation sets get their FK values back (`fk.start_over`), so playback starts there as the bake and
+    renders do, on every loop, and the frames after it follow as they were solved ahead."""
+    if _busy or paused or scene.frame_subframe != 0.0 or scene.frame_current != lookahead.frame_range(scene)[0]:
+        return
+    if _shown.get(scene.session_uid) == scene.frame_current:
+        return  # the frame shown already (`frame_set` of the current frame): nothing starts over
+    try:
+        rigs = list(_scene_rigs(scene))
+    except ReferenceError:
+        cache.scene_rigs.clear()
+        rigs = list(_scene_rigs(scene))
+    for obj in rigs:
+        uid = obj.session_uid
+        if uid in _suspended or obj.mode == "EDIT":
+            continue
+        settings = rig_settings(obj)
+        if not settings.live or not any(ch.enabled for ch in settings.chains):
+            continue
+        try:
+            fk.start_over(obj)
+        except Exception:
+            _report_failure(obj, uid)
 
 
 @persistent
@@ -645,6 +674,7 @@ def on_frame_change(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> N
     if not paused:
         _run(scene, None, frame_change=True)
     _skip_once.clear()
+    _shown[scene.session_uid] = scene.frame_current
 
 
 @persistent
@@ -652,12 +682,14 @@ def on_load(*_args: object) -> None:
     # Session uids, pointers and cached object lists belong to the previous file (or undo state).
     cache.clear()
     _listed.clear()
+    _shown.clear()
     lookahead.clear()
 
 
 _HANDLERS = (
     ("depsgraph_update_pre", on_depsgraph_pre),
     ("depsgraph_update_post", on_depsgraph_update),
+    ("frame_change_pre", on_frame_change_pre),
     ("frame_change_post", on_frame_change),
     ("load_post", on_load),
     ("undo_post", on_load),

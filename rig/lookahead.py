@@ -20,8 +20,11 @@ things are quiet. The frames a frame change takes write exactly what the solve o
 and the chains' statuses are that solve's, on inputs within 1e-5 of what Blender shows.
 
 In `blender --background` no timer runs: `fill` solves a rig's range at once (the benchmarks and tests call
-it). Rigs whose result on a frame depends on the frames shown before (a chain bone whose rotation is not
-keyed starts from the previous frame's result) are not solved ahead (`why_not` says why).
+it). A chain bone whose rotation no key sets (an animator's rig: only the controls keyed) starts each frame
+from the result of the frame shown before: the range is then solved in frame order from its first frame,
+which playback starts from the FK pose (`fk.start_over`), and a frame is taken only when such bones hold
+what the frame before it left (a frame shown out of order is solved as it is shown). Rigs that cannot be
+solved ahead say why (`why_not`).
 """
 
 from __future__ import annotations
@@ -82,6 +85,12 @@ class Entry:
     held_size: int
     store_rows: NDArray[np.int64]  # each posed bone's row in the FK store
     posed_modes: F32
+    # The posed bones whose rotation no key sets: each frame starts them from the frame before's result, the
+    # range's first frame from their FK values (`fk.start_over`), which they keep (`start`).
+    carried: list[int]  # their places in `ahead.posed`
+    carried_bones: list[int]
+    carried_modes: list[int]
+    start: F32  # (c, 4) their FK values, raw
     near: float  # translation tolerance of the pose check
     frame_map: tuple[int, int]
     stale: bool = False  # an update listed the rig since: `_still` says whether the frames still hold
@@ -123,7 +132,8 @@ def hits(obj: bpy.types.Object) -> int:
     return cache.ahead_hits.get(obj.session_uid, 0)
 
 
-def _frame_range(scene: bpy.types.Scene) -> tuple[int, int]:
+def frame_range(scene: bpy.types.Scene) -> tuple[int, int]:
+    """The playback range: the preview range when it is on, else the scene's."""
     if scene.use_preview_range:
         return scene.frame_preview_start, scene.frame_preview_end
     return scene.frame_start, scene.frame_end
@@ -175,7 +185,7 @@ def _start(obj: bpy.types.Object, scene: bpy.types.Scene) -> Entry | str:
         return "the armature object is parented or constrained, or shows its rest position"
     if scene.render.frame_map_old != scene.render.frame_map_new:
         return "Time Stretching (frame map) is on"
-    first, last_frame = _frame_range(scene)
+    first, last_frame = frame_range(scene)
     if last_frame < first or last_frame - first + 1 > MAX_FRAMES:
         return "the playback range is empty or too long"
     curves = anim.pose_curves(obj)
@@ -193,10 +203,14 @@ def _start(obj: bpy.types.Object, scene: bpy.types.Scene) -> Entry | str:
     if problem is not None:
         return problem
     keyed = {(attr, b, i) for attr, b, i, _fc in curves}
-    for b in ahead.posed:
+    carried: list[int] = []
+    for k, b in enumerate(ahead.posed):
         attr, width = armature.rotation_channel(modes[b])
-        if any((attr, b, i) not in keyed for i in range(width)):
-            return f"bone '{sk.names[b]}' has a rotation that is not keyed: its pose depends on the frame before"
+        n_keyed = sum((attr, b, i) in keyed for i in range(width))
+        if n_keyed == 0:
+            carried.append(k)  # starts from the frame before's result
+        elif n_keyed < width:
+            return f"bone '{sk.names[b]}' has a rotation only partly keyed"
     store = fk.Store.read(obj)
     text = obj.get(fk.NAMES_KEY)
     held = fk.array_of(obj.get(fk.ROWS_KEY))
@@ -209,6 +223,19 @@ def _start(obj: bpy.types.Object, scene: bpy.types.Scene) -> Entry | str:
     free = {attr: np.ones(values.shape, dtype=bool) for attr, values in base.items()}
     for attr, b, i in paths:
         free[attr][b, i] = False
+    carried_bones = [ahead.posed[k] for k in carried]
+    carried_modes = [int(modes_values[b]) for b in carried_bones]
+    # The range's first frame starts the carried bones from their FK values (`fk.start_over`): the store's
+    # rule on the channels as they are now.
+    start, _sy = store.fk(
+        [sk.names[b] for b in carried_bones],
+        carried_modes,
+        fk.raw_rotations(base, carried_bones, carried_modes),
+        base["scale"][carried_bones, 1].copy(),
+    )
+    fk.put_raw_rotations(base, carried_bones, carried_modes, start)
+    for b in carried_bones:
+        free[armature.rotation_channel(modes[b])[0]][b] = False  # the frames' own results, checked by `start`
     size = max(1.0, float(np.abs(sk.rest[:, :3, 3]).max()))
     return Entry(
         ahead=ahead,
@@ -227,6 +254,10 @@ def _start(obj: bpy.types.Object, scene: bpy.types.Scene) -> Entry | str:
         held_size=held.shape[0],
         store_rows=np.asarray(rows, dtype=np.int64),
         posed_modes=modes_values[ahead.posed].astype(np.float32),
+        carried=carried,
+        carried_bones=carried_bones,
+        carried_modes=carried_modes,
+        start=start,
         near=_NEAR * size,
         frame_map=(scene.render.frame_map_old, scene.render.frame_map_new),
     )
@@ -273,7 +304,7 @@ def _rig_holds(obj: bpy.types.Object, entry: Entry, scene: bpy.types.Scene) -> b
 def _still(obj: bpy.types.Object, entry: Entry, scene: bpy.types.Scene) -> bool:
     """Whether the frames solved ahead hold after an update listed the rig (it may not have changed it: Play
     lists the scene and every animated object once when it starts)."""
-    if not _valid(obj, entry) or (entry.first, entry.last) != _frame_range(scene):
+    if not _valid(obj, entry) or (entry.first, entry.last) != frame_range(scene):
         return False
     if obj.parent is not None or len(obj.constraints) or obj.data.pose_position != "POSE":
         return False
@@ -290,7 +321,19 @@ def _still(obj: bpy.types.Object, entry: Entry, scene: bpy.types.Scene) -> bool:
     now = armature.read_channels(obj, armature.ALL_CHANNELS)
     if any(now[attr][mask].tobytes() != entry.base[attr][mask].tobytes() for attr, mask in entry.free.items()):
         return False  # a channel no key sets was changed (a control moved and not keyed)
+    if entry.carried and fk.bits(_carried_fk(obj, entry, now)).tobytes() != fk.bits(entry.start).tobytes():
+        return False  # a carried bone's FK value changed (posed by hand): the range starts elsewhere
     return _keys([fc for _a, _b, _i, fc in curves]) == entry.keys
+
+
+def _carried_fk(obj: bpy.types.Object, entry: Entry, channels: armature.Channels) -> F32:
+    """The FK values of the entry's carried bones by the store's rule, their channels holding `channels`."""
+    names = armature.skeleton(obj).names
+    bones, modes = entry.carried_bones, entry.carried_modes
+    rot, _sy = fk.Store.read(obj).fk(
+        [names[b] for b in bones], modes, fk.raw_rotations(channels, bones, modes), channels["scale"][bones, 1].copy()
+    )
+    return rot
 
 
 def _extend(obj: bpy.types.Object, entry: Entry, deadline: float | None) -> bool:
@@ -311,7 +354,16 @@ def _extend(obj: bpy.types.Object, entry: Entry, deadline: float | None) -> bool
                 channels = {attr: values.copy() for attr, values in base.items()}
                 for attr, b, i, fc in curves:
                     channels[attr][b, i] = fc.evaluate(f)
-                entry.frames.append(entry.ahead.solve(channels))
+                fk_values = None
+                if entry.carried:
+                    if entry.frames:
+                        # Playback shows the frame before's result on the bones no key sets: this frame
+                        # starts from it (the first frame from their FK values, as `base` holds them).
+                        done = entry.frames[-1].raw_written[entry.carried]
+                        fk.put_raw_rotations(channels, entry.carried_bones, entry.carried_modes, done)
+                    fk_values = entry.ahead.raw_of(channels)
+                    fk_values[entry.carried] = entry.start
+                entry.frames.append(entry.ahead.solve(channels, fk_values))
                 if deadline is not None and time.monotonic() >= deadline:
                     break
     finally:
@@ -347,7 +399,7 @@ def play(obj: bpy.types.Object, uid: int, scene: bpy.types.Scene) -> bool:
         return False
     k = scene.frame_current - entry.first
     if not 0 <= k < len(entry.frames) or scene.frame_subframe != 0.0:
-        if not entry.stale and (entry.first, entry.last) != _frame_range(scene):
+        if not entry.stale and (entry.first, entry.last) != frame_range(scene):
             entry.stale = True  # the playback range changed (a scene update, which lists no rig): solved anew
             want(uid)
         return False
@@ -355,6 +407,16 @@ def play(obj: bpy.types.Object, uid: int, scene: bpy.types.Scene) -> bool:
         return _miss(uid, "settings")
     frame = entry.frames[k]
     channels = armature.read_channels(obj, armature.ALL_CHANNELS)
+    if entry.carried:
+        # The bones no key sets hold what the frame was solved from: the frame before's result (the range's
+        # first frame: their FK values, `fk.start_over`).
+        expected = entry.start if k == 0 else entry.frames[k - 1].raw_written[entry.carried]
+        bones, modes = entry.carried_bones, entry.carried_modes
+        if fk.bits(fk.raw_rotations(channels, bones, modes)).tobytes() != fk.bits(expected).tobytes():
+            # Shown after another frame than the one before it (scrubbing, a jump): solved as it is shown.
+            # Nothing solved ahead is wrong for that, unless the other channels differ too.
+            fk.put_raw_rotations(channels, bones, modes, expected)
+            return _miss(uid, "order" if digest(channel_bytes(channels)) == frame.channels else "channels")
     if digest(channel_bytes(channels)) != frame.channels:
         return _miss(uid, "channels")  # a channel the action does not give (posed by hand, a key edited unseen)
     if not _rig_holds(obj, entry, scene):
@@ -369,17 +431,17 @@ def play(obj: bpy.types.Object, uid: int, scene: bpy.types.Scene) -> bool:
     rows = held.reshape(-1, fk.WIDTH)
     mine = rows[entry.store_rows]
     # As `fk.Store.fk`: a channel holding exactly what Reach IK last wrote keeps its stored FK value (a bone the
-    # last solve left as it was, whose keys did not change since). The frames solved ahead take every channel
-    # for FK: where the stored value differs, the frame is solved as before.
+    # last solve left as it was, whose keys did not change since, or a carried bone); otherwise the channel is
+    # the FK value. A frame solved ahead assumed the FK values `frame.fk` (the channels, but the carried
+    # bones' values the range started from): where the store's rule says otherwise, it is solved as before.
     ours = (
         (mine[:, fk.MODE] == entry.posed_modes)
         & (fk.bits(mine[:, fk.WRITTEN]) == fk.bits(frame.raw)).all(axis=1)
         & (fk.bits(mine[:, fk.WRITTEN_SY]) == fk.bits(frame.scale_y))
     )
-    kept = (fk.bits(mine[:, fk.FK]) == fk.bits(frame.raw)).all(axis=1) & (
-        fk.bits(mine[:, fk.FK_SY]) == fk.bits(frame.scale_y)
-    )
-    if (ours & ~kept).any():
+    fk_now = np.where(ours[:, None], mine[:, fk.FK], frame.raw)
+    sy_now = np.where(ours, mine[:, fk.FK_SY], frame.scale_y)
+    if (fk.bits(fk_now) != fk.bits(frame.fk)).any() or (fk.bits(sy_now) != fk.bits(frame.scale_y)).any():
         return _miss(uid, "ours")
     pose_bones = obj.pose.bones
     for attr, values in frame.written.items():
@@ -387,7 +449,7 @@ def play(obj: bpy.types.Object, uid: int, scene: bpy.types.Scene) -> bool:
     if frame.written:
         obj.update_tag(refresh={"DATA"})
     mine[:, fk.MODE] = entry.posed_modes
-    mine[:, fk.FK] = frame.raw
+    mine[:, fk.FK] = frame.fk
     mine[:, fk.FK_SY] = frame.scale_y
     mine[:, fk.WRITTEN] = frame.raw_written
     mine[:, fk.WRITTEN_SY] = frame.scale_y
@@ -406,10 +468,11 @@ def play(obj: bpy.types.Object, uid: int, scene: bpy.types.Scene) -> bool:
 def _miss(uid: int, why: str) -> bool:
     """A frame solved ahead not taken. Blender showing other inputs than predicted (`why`: "channels", "rig",
     "pose", "store") makes the frames be solved again when things are quiet; a changed setting makes them be
-    checked; a frame the FK store's rule keeps from them ("ours") is solved as it is shown every time."""
+    checked; a frame the FK store's rule keeps from them ("ours"), or shown after another frame than the one
+    before it ("order": its carried bones start elsewhere), is solved as it is shown, the frames kept."""
     missed[uid] = why
     entry = cache.ahead.get(uid)
-    if entry is not None and why != "ours":
+    if entry is not None and why not in ("ours", "order"):
         if why == "settings":
             entry.stale = True
         else:

@@ -316,21 +316,35 @@ def test_bake_of_a_rig_whose_target_hangs_from_a_live_rig() -> None:
 
 
 def test_bake_of_a_rig_following_a_history_dependent_live_rig_matches_the_replay() -> None:
-    """B starts from its current pose (the default): each pass over the frames twists B's tip a little more
-    (its KEEP roll along a closed path of TB), so TA is not where it was a pass ago. The bake reads the pass
-    it steps through and puts B back as it found it, so a replay from there puts A's tip on TA, and warns."""
+    """B starts from its current pose (the default): where TB's path comes back, B's tip is twisted by the way
+    it came (its KEEP roll), so TA on a frame depends on the frames shown before it (played back and forth, not
+    where it is played forward; playback from the range's first frame starts over from the FK pose there). The bake
+    reads the pass it steps through and puts B back as it found it, so a replay from there puts A's tip on
+    TA, and warns."""
     a, ta, b, tb = _two_rigs("CURRENT")
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 20
     for frame, loc in ((1, (0.6, 0.3, 2.4)), (10, (0.3, -0.2, 2.6)), (20, (0.7, 0.1, 2.2))):
         tb.location = loc
         tb.keyframe_insert("location", frame=frame)
-    scene = bpy.context.scene
-    drift = []
-    for _pass in range(3):  # live playback, three passes: TA at frame 1 is elsewhere after each
-        for frame in range(1, 21):
+    forward, backward = {}, {}
+    scene.frame_set(20)
+    for frame in range(1, 21):  # playback from the first frame (arriving there from another one)
+        scene.frame_set(frame)
+        forward[frame] = np.array(ta.matrix_world.translation)
+    for _bounce in range(3):  # back and forth over frames 2-20 (never the first): the twist builds up
+        for frame in (*range(20, 1, -1), *range(2, 21)):
             scene.frame_set(frame)
-        scene.frame_set(1)
-        drift.append(np.array(ta.matrix_world.translation))
-    assert np.linalg.norm(drift[2] - drift[0]) > 10 * TOL, "B's pose drifts from pass to pass (history-dependent)"
+            backward[frame] = np.array(ta.matrix_world.translation)
+    drift = max(float(np.linalg.norm(forward[f] - backward[f])) for f in backward)
+    assert drift > 10 * TOL, "B's pose depends on the frames shown before (history-dependent)"
+    scene.frame_set(20)
+    scene.frame_set(1)  # the loop: B starts over from its FK pose, and plays the forward pass again
+    replay = {}
+    for frame in range(1, 21):
+        scene.frame_set(frame)
+        replay[frame] = np.array(ta.matrix_world.translation)
+    assert max(float(np.linalg.norm(forward[f] - replay[f])) for f in forward) <= 1e-6, "every loop plays alike"
     b_before = rigs.pose_snapshot(b)
     bake = bpy_session.submodule("rig.bake")
     result = bake.bake_rig(a, bake.BakeOptions(frame_start=1, frame_end=20))

@@ -8,11 +8,14 @@ prediction did not see makes the frame change solve as before; the idle timer so
 
 from __future__ import annotations
 
+import math
+
 import bpy
 import bpy_session
 import numpy as np
 import pytest
 import rigs
+from mathutils import Vector
 from test_live_program import _evaluated_pose
 from test_mocap import import_clip, set_up
 from test_playback_program import _released, _statuses
@@ -284,3 +287,106 @@ def test_a_longer_playback_range_is_solved_ahead_again() -> None:
     assert la.fill(obj) is None and la.ready(obj) == FRAMES + 7
     scene.frame_set(start + FRAMES + 4)
     assert la.hits(obj) == before + 1
+
+
+KEYED = 12  # frames of the animator's rig below
+
+
+def _keyed_controls() -> bpy.types.Object:
+    """The set-up Mixamo humanoid animated as an animator does: only its hand and foot controls keyed (every
+    fourth frame, each on a little circle), its chain bones not (each frame starts them from the frame
+    before's result); the playback range is the keyed one."""
+    bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
+    obj = demo_rigs.humanoid("mixamo", bent=True)
+    bpy.context.view_layer.update()
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.reach.auto_setup() == {"FINISHED"}
+    rigs.update()
+    pbs = obj.pose.bones
+    controls = [ch.target_bone for ch in obj.reach_ik.chains if "hand" in ch.target_bone or "foot" in ch.target_bone]
+    assert len(controls) == 4, controls
+    for k, name in enumerate(controls):
+        pb = pbs[name]
+        home = pb.location.copy()
+        for f in range(1, KEYED + 1, 4):
+            angle = 0.6 * f + k
+            pb.location = home + Vector((0.08 * math.cos(angle), 0.06 * math.sin(angle), 0.05 * math.sin(2 * angle)))
+            pb.keyframe_insert("location", frame=f)
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, KEYED
+    scene.frame_set(KEYED)  # not the first frame: playback arrives there
+    return obj
+
+
+def _loops(obj: bpy.types.Object, loops: int = 2) -> tuple[list[np.ndarray], list[list], int]:
+    la = _lookahead()
+    before = la.hits(obj)
+    poses, statuses = [], []
+    for _ in range(loops):
+        for f in range(1, KEYED + 1):
+            bpy.context.scene.frame_set(f)
+            poses.append(_evaluated_pose(obj))
+            statuses.append(_statuses(obj))
+    return poses, statuses, la.hits(obj) - before
+
+
+def test_controls_keyed_alone_are_played_ahead_frame_after_frame() -> None:
+    """The chain bones no key sets start each frame from the frame before's result: the range is solved ahead
+    in that order, from the first frame, which starts from the FK pose (`fk.start_over`) on every loop. Every
+    frame of two loops is taken, and shows what live playback solving each frame after the evaluation shows,
+    the same on both loops, with the same statuses and FK store."""
+    la = _lookahead()
+    obj = _keyed_controls()
+    *after, hits_after = _loops(obj)
+    assert hits_after == 0
+    worst = max(float(np.abs(a - b).max()) for a, b in zip(after[0][:KEYED], after[0][KEYED:], strict=True))
+    assert worst == 0.0, f"live playback's second loop differs from its first by {worst}"
+    fk_after = _released(obj)
+
+    obj = _keyed_controls()
+    assert la.fill(obj) is None, la.why_not(obj)
+    entry = la.cache.ahead[obj.session_uid]
+    assert entry.carried, "the chain bones carry each frame's result to the next"
+    *ahead, hits = _loops(obj)
+    assert hits == 2 * KEYED, f"{hits} of {2 * KEYED} frames taken (last miss: {la.missed.get(obj.session_uid)})"
+    _same((ahead[0], ahead[1]), (after[0], after[1]))
+    assert np.abs(_released(obj) - fk_after).max() < 1e-6, "the FK store holds the FK pose, as live playback's"
+
+
+def test_frames_shown_out_of_order_are_solved_as_shown_and_playback_takes_them_again() -> None:
+    """A frame shown after another than the one before it (scrubbing) starts elsewhere: it is solved as it is
+    shown, and nothing solved ahead is dropped for it; the next loop from the first frame takes them again. A
+    chain bone posed by hand changes where the range starts: solved ahead anew."""
+    la = _lookahead()
+    obj = _keyed_controls()
+    assert la.fill(obj) is None
+    entry = la.cache.ahead[obj.session_uid]
+    scene = bpy.context.scene
+    scene.frame_set(1)
+    before = la.hits(obj)
+    scene.frame_set(7)
+    assert la.hits(obj) == before and la.missed[obj.session_uid] == "order"
+    scene.frame_set(1)
+    for f in range(2, KEYED + 1):
+        scene.frame_set(f)
+    assert la.hits(obj) == before + KEYED, la.missed.get(obj.session_uid)
+    assert la.cache.ahead[obj.session_uid] is entry, "kept"
+    # The user turns a chain bone by hand (its FK value): the frames are solved again from the new start.
+    name = obj.reach_ik.chains[0].tip_bone
+    pb = obj.pose.bones[name]
+    pb.rotation_mode = pb.rotation_mode  # as it is
+    attr = "rotation_quaternion" if pb.rotation_mode == "QUATERNION" else "rotation_euler"
+    value = list(getattr(pb, attr))
+    value[1] += 0.2
+    setattr(pb, attr, value)
+    rigs.update()
+    assert la.fill(obj) is None
+    assert la.cache.ahead[obj.session_uid] is not entry, "solved again from the new FK pose"
+    fresh = la.cache.ahead[obj.session_uid]
+    k = fresh.carried_bones.index(obj.pose.bones.find(name))
+    assert np.abs(fresh.start[k, : len(value)] - np.float32(value)).max() == 0.0, "the hand's pose is its FK value"
+    scene.frame_set(KEYED)
+    before = la.hits(obj)
+    for f in range(1, KEYED + 1):
+        scene.frame_set(f)
+    assert la.hits(obj) == before + KEYED, la.missed.get(obj.session_uid)
