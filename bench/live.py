@@ -17,7 +17,8 @@ does; its cost per frame is printed above the row); (mp) plays it with limits, n
 (dp) and (d4p) are (d) and (d4) with the controls solved only after the evaluation (`live.solve_before` off:
 two evaluations per update, as before `rig/live_pre.py`). (k) plays the set-up humanoid with only its hand and
 foot controls keyed from the same walk (an animator's rig: the chain bones carry each frame's result to the
-next), solved ahead; (kp) the same, not solved ahead.
+next), solved ahead; (kp) the same, not solved ahead; (kb) the same set up with Full Body (against Blender's
+IK on that rig, whose hips do not follow).
 
 `--floor` measures what any Python live solver pays before it solves anything, on the same rigs and
 targets: no handler at all, a do-nothing `depsgraph_update_post` handler, and a minimal one that reads the
@@ -470,7 +471,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="the cases to run, by their letters: a,a1,a2,b,c,d,dp,d4,d4p,d5,d0,m,mp,m0,k,kp (default: all)",
+        help="the cases to run, by their letters: a,a1,a2,b,c,d,dp,d4,d4p,d5,d0,m,mp,m0,k,kp,kb (default: all)",
     )
     parser.add_argument("--frames", type=int, default=240, help="frames of the mocap clip played in (m)")
     args = parser.parse_args()
@@ -488,7 +489,7 @@ def main() -> None:
         ("(b) 100 chains x 10 bones", many_chains, 0.2, {}, 1.9),
         ("(c) one chain of 50 bones", long_chain, 0.06, {"tolerance": 1e-4, "max_iterations": 200}, None),
     ]
-    setup_cases = ["d", "dp", "d4", "d4p", "d5", "d0", "m", "mp", "m0", "k", "kp"]
+    setup_cases = ["d", "dp", "d4", "d4p", "d5", "d0", "m", "mp", "m0", "k", "kp", "kb"]
     if args.only:
         letters = [name.strip() for name in args.only.split(",")]
         wanted = {f"({name})" for name in letters}

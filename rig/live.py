@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from ..core import body_live
 from ..core.model import Group, Plan, Skeleton
 from ..solvers import search
-from . import armature, cache, fk, follow, live_pre, lookahead, renames
+from . import anim, armature, cache, fk, follow, live_pre, lookahead, renames
 from .chains import system_override
 from .fingerprint import Objects as _Objects
 from .fingerprint import Seen as _Seen
@@ -506,6 +506,10 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None, frame_change: bool = 
                 lookahead.want(uid)
             try:
                 lean = use_program and updated is not None and not dirty and not follows and uid not in leaders
+                rig_updated = updated
+                if frame_change and use_program and not dirty and not follows and uid not in leaders:
+                    rig_updated = _own_animation(obj, uid, settings.full_body)
+                    lean = rig_updated is not None
                 # Chains whose search the budget cut in the last (lean) update: solved again now, moved or not.
                 again = _resume.pop(uid, frozenset())
                 # The global stage within a budget per rig and update; a search the budget cut goes on in the
@@ -518,7 +522,7 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None, frame_change: bool = 
                 carried = uid in _tagged  # an update `carry_on` asked for: it searches
                 _tagged.discard(uid)
                 with search.budget(bounded) as spent, search.deferring(defer_stage and not carried):
-                    took = lean and solve_lean(obj, uid, updated, again)  # type: ignore[arg-type]  # a set, if lean
+                    took = lean and solve_lean(obj, uid, rig_updated, again)  # type: ignore[arg-type]  # a set, if lean
                     if not took:
                         lean_order.clear()
                         if again:
@@ -533,6 +537,22 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None, frame_change: bool = 
     finally:
         _busy = False
         _skip_once.clear()  # for this check only
+
+
+def _own_animation(obj: bpy.types.Object, uid: int, full_body: bool) -> set[int] | None:
+    """For a frame change of a Full Body rig whose inputs are all its own (its targets and poles its control
+    bones) and whose animation sets nothing but pose channels (`anim.pose_curves`: no keyed setting, such as an
+    Influence, that the lean path would not see): the IDs to solve it as an update that listed the armature
+    alone, so a frame that moves only the limbs' controls (an animator's keys) takes the body stage and the
+    compiled program (`solve_lean`) as a drag does, and anything else the full path. None otherwise: the full
+    path (`program_full` takes the frame changes of rigs without Full Body)."""
+    if not full_body:
+        return None
+    deps = cache.depends.get(uid)
+    own = {uid, obj.data.session_uid}
+    if deps is None or not deps[1] <= own:
+        return None
+    return None if isinstance(anim.pose_curves(obj), str) else own
 
 
 def _report_failure(obj: bpy.types.Object, uid: int) -> None:
