@@ -20,7 +20,8 @@ from dataclasses import replace
 import numpy as np
 from numpy.typing import NDArray
 
-from .model import ChainOutcome, Inputs, RigReport, Snapshot, Solved
+from .kinematics import child_pose, child_relative
+from .model import ChainOutcome, Inputs, RigReport, Skeleton, Snapshot, Solved
 from .solve import solve
 
 F64 = NDArray[np.float64]
@@ -78,8 +79,36 @@ def merge_outcomes(outcomes: list[ChainOutcome]) -> ChainOutcome:
     )
 
 
+def reposed(sk: Skeleton, pose: F64, start: dict[int, F64]) -> F64:
+    """`pose` (1, B, 4, 4) with the bones of `start` given those basis rotations (bone -> (1, 3, 3)), each keeping
+    its location and scale channels, and every bone below them following (Blender's ``parent @ rest_rel @
+    basis``, with each bone's Inherit Scale)."""
+    out = pose.copy()
+    modes = sk.scale_modes()
+    moved: set[int] = set()
+    for b in np.argsort(sk.depth, kind="stable").tolist():
+        p = int(sk.parent[b])
+        if b not in start and p not in moved:
+            continue
+        mode = modes[[b]]
+        rel = pose[:, [b]] if p < 0 else child_relative(pose[:, [p]], pose[:, [b]], mode)
+        if b in start:
+            basis = np.linalg.inv(sk.rest_rel4[b])[None, None] @ rel
+            scale = np.linalg.norm(basis[..., :3, :3], axis=-2, keepdims=True)
+            basis[..., :3, :3] = start[b][:, None] * scale
+            rel = sk.rest_rel4[b][None, None] @ basis
+        out[:, [b]] = rel if p < 0 else child_pose(out[:, [p]], rel, mode)
+        moved.add(b)
+    return out
+
+
 def solve_in_order(
-    snap: Snapshot, inputs: Inputs, report: RigReport, first: dict[int, F64], carried: set[int]
+    snap: Snapshot,
+    inputs: Inputs,
+    report: RigReport,
+    first: dict[int, F64],
+    carried: set[int],
+    repose: bool = False,
 ) -> Solved | None:
     """Every frame of `inputs` solved in order, as live playback from the first frame solves them.
 
@@ -87,7 +116,10 @@ def solve_in_order(
     bones in `carried`, the chain bones whose rotation is not animated: each later frame starts them from the
     previous frame's result. Other bones start from the frame's own pose, as live playback does. Fills
     `report` as one solve of all frames would; None when the frames did not solve the same bones (a chain
-    refused in some frame only), for the caller to solve them together instead.
+    refused in some frame only), for the caller to solve them together instead. With `repose` the carried bones
+    start from the frame's pose re-posed with those rotations (`reposed`) rather than from presets: a Full
+    Body solve moves the body first and carries them with it, as live playback carries the limbs (a preset
+    bone is placed, and the body would leave it where it was).
     """
     f_count = inputs.pose.shape[0]
     seed = {b: r[None] for b, r in first.items() if b in carried}
@@ -106,6 +138,8 @@ def solve_in_order(
         one = frame_of(inputs, f)
         if start is not None:
             one.pose = start
+        elif seed and repose:
+            one.pose = reposed(snap.sk, one.pose, seed)
         elif seed:
             one.preset = {**one.preset, **seed}
         frame_report = RigReport()

@@ -313,19 +313,22 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
             solved = None
             full_body = rig_settings(obj).full_body
             if full_body and rig_settings(obj).start_from == "CURRENT":
-                # Full Body starts the spine from its FK pose in every frame, as live (rig/body.py): every frame
-                # is independent, so the batched bake below is live playback; no frame-order solve.
+                # Full Body starts the spine from its FK pose in every frame, as live (rig/body.py), the root
+                # from its home.
                 inputs.preset = {**inputs.preset, **rig_body.bake_fk_start(obj, sk, plan, channels_before, len(frames))}
-            if rig_settings(obj).start_from == "CURRENT" and len(frames) > 1 and not full_body:
-                # Each frame from the previous one's result, as live playback from the first frame.
+            if rig_settings(obj).start_from == "CURRENT" and len(frames) > 1:
+                # Each frame from the previous one's result, as live playback from the first frame. With Full
+                # Body the limbs so (their twist follows the pose they start from), carried by the body as live.
                 first, carried = bake_order.first_start(obj, sk.names, plan, channels_before)
+                if full_body:
+                    carried -= set(rig_body.carrier_bones(sk, plan)) | set(inputs.preset)
                 snap = rig_snapshot(obj, sk, plan)
                 if carried:
                     every = carried == set(first)
-                    if every:
+                    if every and not full_body:
                         solved = bake_order.solve_live_order(obj, snap, inputs, report, channels_before)
                     if solved is None:
-                        solved = solve_in_order(snap, inputs, report, first, carried)
+                        solved = solve_in_order(snap, inputs, report, first, carried, repose=full_body)
             if solved is None:
                 solved = solve_inputs(obj, sk, plan, inputs, report, smooth=True)
             result.seconds_solve = time.perf_counter() - t1
