@@ -82,23 +82,38 @@ def merge_outcomes(outcomes: list[ChainOutcome]) -> ChainOutcome:
 def reposed(sk: Skeleton, pose: F64, start: dict[int, F64]) -> F64:
     """`pose` (1, B, 4, 4) with the bones of `start` given those basis rotations (bone -> (1, 3, 3)), each keeping
     its location and scale channels, and every bone below them following (Blender's ``parent @ rest_rel @
-    basis``, with each bone's Inherit Scale)."""
+    basis``, with each bone's Inherit Scale). One level of the hierarchy at a time (a numpy call per level, not
+    per bone: a bake calls this on every frame)."""
     out = pose.copy()
     modes = sk.scale_modes()
-    moved: set[int] = set()
-    for b in np.argsort(sk.depth, kind="stable").tolist():
-        p = int(sk.parent[b])
-        if b not in start and p not in moved:
+    parents = sk.parent
+    moved = np.zeros(len(parents), dtype=bool)
+    depth = sk.depth
+    for level in range(int(depth.max(initial=-1)) + 1):
+        at = depth == level
+        parent_moved = np.zeros_like(at)
+        rooted = at & (parents >= 0)
+        parent_moved[rooted] = moved[parents[rooted]]
+        starts = np.zeros_like(at)
+        starts[list(start)] = True
+        bones = np.flatnonzero(at & (starts | parent_moved))
+        if not len(bones):
             continue
-        mode = modes[[b]]
-        rel = pose[:, [b]] if p < 0 else child_relative(pose[:, [p]], pose[:, [b]], mode)
-        if b in start:
-            basis = np.linalg.inv(sk.rest_rel4[b])[None, None] @ rel
-            scale = np.linalg.norm(basis[..., :3, :3], axis=-2, keepdims=True)
-            basis[..., :3, :3] = start[b][:, None] * scale
-            rel = sk.rest_rel4[b][None, None] @ basis
-        out[:, [b]] = rel if p < 0 else child_pose(out[:, [p]], rel, mode)
-        moved.add(b)
+        ps = parents[bones]
+        rel = pose[:, bones].copy()
+        inner = ps >= 0
+        if inner.any():
+            rel[:, inner] = child_relative(pose[:, ps[inner]], pose[:, bones[inner]], modes[bones[inner]])
+        for k, b in enumerate(bones.tolist()):
+            if b in start:
+                basis = np.linalg.inv(sk.rest_rel4[b])[None] @ rel[:, k]
+                scale = np.linalg.norm(basis[:, :3, :3], axis=-2, keepdims=True)
+                basis[:, :3, :3] = start[b] * scale
+                rel[:, k] = sk.rest_rel4[b][None] @ basis
+        out[:, bones[~inner]] = rel[:, ~inner]
+        if inner.any():
+            out[:, bones[inner]] = child_pose(out[:, ps[inner]], rel[:, inner], modes[bones[inner]])
+        moved[bones] = True
     return out
 
 
