@@ -182,3 +182,39 @@ def test_influence_blends_each_bone_from_fk_toward_ik_and_the_chain_reports_the_
     tip0 = _tips(sk, list(range(3)), at_zero[None], 1, 3)[0]
     assert abs(out0.residual - float(np.linalg.norm(tip0 - np.array(goal[0])))) < 1e-9
     assert out0.message.startswith("FK: Influence is 0"), out0.message
+
+
+def test_reposed_gives_the_bones_their_rotations_keeps_their_scale_and_carries_the_bones_below() -> None:
+    """`core.sequence.reposed` (a frame-order bake's start): the pose of bones given new basis rotations, each
+    keeping its location and scale channels, the bones below following, equals forward kinematics of the
+    channels (Blender's parent pose @ rest relative to the parent @ basis) with those rotations put in."""
+    sequence = addon_module("core.sequence")
+    sk = _skeleton(1, 4)
+    rng = np.random.default_rng(7)
+
+    def rot(axis: np.ndarray, angle: float) -> np.ndarray:
+        a = axis / np.linalg.norm(axis)
+        k = np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
+        return np.eye(3) + math.sin(angle) * k + (1.0 - math.cos(angle)) * k @ k
+
+    def forward(basis: list[np.ndarray]) -> np.ndarray:
+        pose = np.empty((1, 4, 4, 4))
+        for b in range(4):
+            rel = sk.rest_rel4[b] @ basis[b]
+            pose[0, b] = rel if sk.parent[b] < 0 else pose[0, sk.parent[b]] @ rel
+        return pose
+
+    basis = []
+    for b in range(4):
+        m = np.eye(4)
+        m[:3, :3] = rot(rng.normal(size=3), rng.uniform(-1.0, 1.0)) @ np.diag([1.0, 1.0 + 0.1 * b, 1.0])
+        m[:3, 3] = rng.normal(size=3) * 0.1 * (b == 0)
+        basis.append(m)
+    pose = forward(basis)
+    new = {1: rot(np.array([0.3, 1.0, -0.2]), 0.7)[None], 3: rot(np.array([1.0, 0.0, 0.5]), -0.4)[None]}
+    want = [m.copy() for m in basis]
+    for b, r in new.items():
+        want[b][:3, :3] = r[0] @ np.diag(np.linalg.norm(basis[b][:3, :3], axis=0))
+    got = sequence.reposed(sk, pose, new)
+    np.testing.assert_allclose(got, forward(want), atol=1e-12)
+    np.testing.assert_allclose(got[0, 0], pose[0, 0], atol=0.0)  # above the bones given: as it was
