@@ -5,7 +5,12 @@ played with Blender's own Play (`screen.animation_play`) until it has stepped `S
 that takes on a busy machine) and stopped. Records the frames
 solved ahead, the frame changes during playback and how many of them took a frame solved ahead, what the
 last one that did not failed on, and the left arm's status against the pose Blender shows at the end.
-Writes JSON to the path in ``builtins.REACH_PLAY`` and quits."""
+Writes JSON to the path in ``builtins.REACH_PLAY`` and quits.
+
+With "controls" in that path's name: only the hands' controls keyed (the chain bones not: each frame starts
+them from the frame before), a short range played in loops; records also the frame changes after the first
+arrival at the range's first frame (a loop), from where every frame follows on from the frames solved
+ahead."""
 
 from __future__ import annotations
 
@@ -21,11 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gui_script import finish, guarded, module, set_up_humanoid, view3d
 
 OUT = builtins.REACH_PLAY  # type: ignore[attr-defined]
-FRAMES = 48
-STEPS = 24  # frame changes to play: half the range, once the frames are solved ahead
+CONTROLS = "controls" in Path(OUT).name
+FRAMES = 12 if CONTROLS else 48
+STEPS = 40 if CONTROLS else 24  # frame changes to play: over three loops, or half the range
 DEADLINE = 120.0  # seconds the script may wait for the timer and for the steps (a test deadline, not a measure)
 result: dict[str, object] = {"ok": False, "errors": []}
-state = {"phase": "wait", "since": time.monotonic(), "changes": 0, "taken": 0, "hits": 0}
+state = {"phase": "wait", "since": time.monotonic(), "changes": 0, "taken": 0, "hits": 0, "looped": 0}
+state.update(after_loop=0, taken_after_loop=0)
 
 
 def _counted(scene: bpy.types.Scene, *_args: object) -> None:
@@ -35,6 +42,11 @@ def _counted(scene: bpy.types.Scene, *_args: object) -> None:
         hits = module("lookahead").hits(bpy.data.objects["Character"])
         state["changes"] += 1
         state["taken"] += hits > state["hits"]
+        if scene.frame_current == scene.frame_start:
+            state["looped"] += 1
+        if state["looped"]:
+            state["after_loop"] += 1
+            state["taken_after_loop"] += hits > state["hits"]
         state["hits"] = hits
 
 
@@ -72,6 +84,9 @@ def _step() -> float | None:
         state["phase"] = "stopped"
         result["changes"] = state["changes"]
         result["taken"] = state["taken"]
+        result["loops"] = state["looped"]
+        result["after_loop"] = state["after_loop"]
+        result["taken_after_loop"] = state["taken_after_loop"]
         result["missed"] = la.missed.get(obj.session_uid)
         result["ready_after"] = la.ready(obj)
         return 0.5
@@ -101,8 +116,11 @@ try:
     # moved in between (a keyed FK pose under the chains, keyed IK controls: what Snap to Pose makes).
     for f, offset in ((1, 0.0), (FRAMES, 0.06)):
         for pb in obj.pose.bones:
-            if pb.name.startswith("IK-") and "hand" in pb.name:
+            control = pb.name.startswith("IK-") and "hand" in pb.name
+            if control:
                 pb.location = (offset, 0.0, -offset) if f > 1 else (0.0, 0.0, 0.0)
+            elif CONTROLS:
+                continue  # an animator's keys: the controls alone
             channel = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}.get(
                 pb.rotation_mode, "rotation_euler"
             )
