@@ -88,14 +88,14 @@ def reposed(sk: Skeleton, pose: F64, start: dict[int, F64]) -> F64:
     modes = sk.scale_modes()
     parents = sk.parent
     moved = np.zeros(len(parents), dtype=bool)
+    starts = np.zeros(len(parents), dtype=bool)
+    starts[list(start)] = True
     depth = sk.depth
     for level in range(int(depth.max(initial=-1)) + 1):
         at = depth == level
         parent_moved = np.zeros_like(at)
         rooted = at & (parents >= 0)
         parent_moved[rooted] = moved[parents[rooted]]
-        starts = np.zeros_like(at)
-        starts[list(start)] = True
         bones = np.flatnonzero(at & (starts | parent_moved))
         if not len(bones):
             continue
