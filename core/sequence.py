@@ -79,11 +79,12 @@ def merge_outcomes(outcomes: list[ChainOutcome]) -> ChainOutcome:
     )
 
 
-def reposed(sk: Skeleton, pose: F64, start: dict[int, F64]) -> F64:
+def reposed(sk: Skeleton, pose: F64, start: dict[int, F64], locations: dict[int, F64] | None = None) -> F64:
     """`pose` (1, B, 4, 4) with the bones of `start` given those basis rotations (bone -> (1, 3, 3)), each keeping
-    its location and scale channels, and every bone below them following (Blender's ``parent @ rest_rel @
-    basis``, with each bone's Inherit Scale). One level of the hierarchy at a time (a numpy call per level, not
-    per bone: a bake calls this on every frame)."""
+    its location (but those `locations` gives: bone -> (1, 3), a bone of `start`) and scale channels, and every
+    bone below them following (Blender's ``parent @ rest_rel @ basis``, with each bone's Inherit Scale). One
+    level of the hierarchy at a time (a numpy call per level, not per bone: a bake calls this on every
+    frame)."""
     out = pose.copy()
     modes = sk.scale_modes()
     parents = sk.parent
@@ -109,6 +110,8 @@ def reposed(sk: Skeleton, pose: F64, start: dict[int, F64]) -> F64:
                 basis = np.linalg.inv(sk.rest_rel4[b])[None] @ rel[:, k]
                 scale = np.linalg.norm(basis[:, :3, :3], axis=-2, keepdims=True)
                 basis[:, :3, :3] = start[b] * scale
+                if locations is not None and b in locations:
+                    basis[:, :3, 3] = locations[b]
                 rel[:, k] = sk.rest_rel4[b][None] @ basis
         out[:, bones[~inner]] = rel[:, ~inner]
         if inner.any():

@@ -325,7 +325,13 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
                 snap = rig_snapshot(obj, sk, plan)
                 if carried:
                     every = carried == set(first)
-                    if every and not full_body:
+                    if full_body:
+                        # The body in one batched solve, the limbs again in frame order on it (the live program).
+                        batched = solve_inputs(obj, sk, plan, inputs, report, smooth=True)
+                        solved = bake_order.body_limbs_in_order(
+                            obj, snap, inputs, batched, report, carried, channels_before
+                        )
+                    elif every:
                         solved = bake_order.solve_live_order(obj, snap, inputs, report, channels_before)
                     if solved is None:
                         solved = solve_in_order(snap, inputs, report, first, carried, repose=full_body)

@@ -9,6 +9,9 @@ stored when Reach IK last wrote them), so its keys do not depend on the frame th
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
+
 import bpy
 import numpy as np
 from mathutils import Matrix, Vector
@@ -16,7 +19,7 @@ from numpy.typing import NDArray
 
 from ..core.live import Program
 from ..core.model import ChainOutcome, Inputs, Plan, RigReport, Snapshot, Solved
-from ..core.sequence import merge_outcomes
+from ..core.sequence import merge_outcomes, reposed
 from . import anim, armature, fk
 
 F64 = NDArray[np.float64]
@@ -145,3 +148,88 @@ def solve_live_order(
         report.outcomes[i] = merge_outcomes(outs)
     flat = fk.basis_rotations(raws.reshape(-1, 4), [int(mode_values[b]) for b in bones] * n_frames)
     return Solved(bones, flat.reshape(n_frames, len(bones), 3, 3))
+
+
+def body_limbs_in_order(
+    obj: bpy.types.Object,
+    snap: Snapshot,
+    inputs: Inputs,
+    batched: Solved,
+    report: RigReport,
+    carried: set[int],
+    channels_before: armature.Channels,
+) -> Solved | None:
+    """A Full Body bake from the current pose, the cheap way: `batched` (every frame solved at once) has the
+    body right (each frame's root and spine are a function of its targets alone: `core/body.py`), but it
+    started every frame's limbs from the pose at bake time, and under Roll 'Keep' a limb's twist follows the
+    pose it starts from. So the limbs (the groups of `carried` bones) are solved again frame after frame with
+    the live program (live playback's solver, `core.live.Program`), each from the frame before's result (the
+    first from the FK pose), on the body `batched` put there: what live playback does; `report` (the batched
+    solve's) takes the limbs' outcomes. None (`report` as it was) when the program does not take the limbs, or a
+    limb's control or pole hangs below a bone the body or a limb moves (the caller solves the frames in order
+    with `core.solve`)."""
+    sk, plan = snap.sk, snap.plan
+    limbs = [g for g in plan.groups if set(g.bones) <= carried]
+    limb_bones = sorted({b for g in limbs for b in g.bones}, key=lambda b: (int(sk.depth[b]), b))
+    if not limbs or not set(limb_bones) <= set(batched.bones):
+        return None
+    moved = set(batched.bones)
+    for g in limbs:
+        for c in g.chains:
+            for b in (c.target_local, c.pole_local):
+                if b >= 0 and (b in moved or any(a in moved for a in sk.ancestors(b))):
+                    return None
+    mode_values = armature.rotation_mode_values(obj)
+    modes = [armature.MODE_NAMES[v] for v in mode_values.tolist()]
+    program = Program.build(
+        replace(snap, plan=Plan(groups=limbs, errors=plan.errors, notes=plan.notes), body=None), modes
+    )
+    if isinstance(program, str) or program.refused:
+        return None
+    chains = [c.index for g in limbs for c in g.chains]
+    order = program.closure(chains)
+    if order is None:
+        return None
+    channels = {k: v.copy() for k, v in channels_before.items() if k.startswith("rotation_")}
+    limb_modes = [int(mode_values[b]) for b in limb_bones]
+    fk.put_raw_rotations(channels, limb_bones, limb_modes, fk_raw(obj, sk.names, limb_bones, channels_before))
+    body = [(k, b) for k, b in enumerate(batched.bones) if b not in carried]
+    column = {b: k for k, b in enumerate(batched.bones)}
+    located = {b: k for k, b in enumerate(batched.location_bones)}
+    n_frames = inputs.pose.shape[0]
+    raws = np.zeros((n_frames, len(limb_bones), 4), dtype=np.float32)
+    outcomes: dict[int, list[ChainOutcome]] = {}
+    with_pole = [i for i in chains if i in inputs.poles]
+    target_rows = {i: inputs.targets[i].tolist() for i in chains}
+    pole_rows = {i: inputs.poles[i].tolist() for i in with_pole}
+    world_rows = inputs.world.tolist()
+    angle_rows = {i: a.tolist() for i, a in inputs.pole_angles.items()}
+    for f in range(n_frames):
+        start = {b: batched.basis[f : f + 1, k] for k, b in body}
+        limb_basis = fk.basis_rotations(fk.raw_rotations(channels, limb_bones, limb_modes), limb_modes)
+        start.update({b: limb_basis[k][None] for k, b in enumerate(limb_bones)})
+        at = {b: batched.location[f : f + 1, k] for b, k in located.items()}
+        pose = reposed(sk, inputs.pose[f : f + 1], start, at)[0]
+        targets = {i: Matrix(target_rows[i][f]) for i in chains}
+        poles = {i: Matrix(pole_rows[i][f]) for i in with_pole}
+        angles = {i: float(a[f]) for i, a in angle_rows.items()}
+        read = partial(_matrix, pose.tolist())
+        result = program.solve(order, read, Matrix(world_rows[f]), targets, poles, angles, channels)
+        for i, o in result.outcomes.items():
+            outcomes.setdefault(i, []).append(o)
+        raws[f] = fk.raw_rotations(channels, limb_bones, limb_modes)
+    basis = batched.basis.copy()
+    flat = fk.basis_rotations(raws.reshape(-1, 4), limb_modes * n_frames).reshape(n_frames, len(limb_bones), 3, 3)
+    for k, b in enumerate(limb_bones):
+        basis[:, column[b]] = flat[:, k]
+    for i, outs in outcomes.items():
+        merged = merge_outcomes(outs)
+        before = report.outcomes.get(i)
+        if before is not None and before.message and not merged.message:
+            merged.message = before.message  # what the body did to it (pinned, blocked), as the batched solve said
+        report.outcomes[i] = merged
+    return replace(batched, basis=basis, pose=None)
+
+
+def _matrix(rows: list[list[list[float]]], b: int) -> Matrix:
+    return Matrix(rows[b])
