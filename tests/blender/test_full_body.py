@@ -624,9 +624,9 @@ def test_a_full_body_bake_equals_playback_where_the_program_leaves_a_limb_out() 
     frame before's result, and keys what playback shows."""
     obj = _keyed_rig()
     _chain(obj, "arm.R").soft = 0.05
-    # Shown once with Soft set before playing. (Played straight after the change, the full path's second
-    # frame is 1.2e-3 off the bake, the frames after it ~2.5e-4: state the full path carries past the first
-    # frame's start over, not traced.)
+    # Shown once with Soft set before playing. (Played straight after the change, the first frame's left arm
+    # comes out one float32 ulp (1.2e-7) off the bake's, and the second frame's 1.2e-3 off, the frames after
+    # it ~2.5e-4: the limb's solve under its limits is that sensitive to its start there, not the bake's path.)
     bpy.context.scene.frame_set(10)
     played, _ = _play_all(obj)
     bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
