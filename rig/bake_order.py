@@ -171,8 +171,8 @@ def body_limbs_in_order(
     sk, plan = snap.sk, snap.plan
     limbs = [g for g in plan.groups if set(g.bones) <= carried]
     limb_bones = sorted({b for g in limbs for b in g.bones}, key=lambda b: (int(sk.depth[b]), b))
-    if not limbs or not set(limb_bones) <= set(batched.bones):
-        return None
+    if not limbs or not set(limb_bones) <= set(batched.bones) or not set(batched.location_bones) <= set(batched.bones):
+        return None  # (a body root whose location alone the solve set: `reposed` moves bones it turns)
     moved = set(batched.bones)
     for g in limbs:
         for c in g.chains:
