@@ -575,8 +575,8 @@ def test_playing_keyed_controls_takes_the_compiled_program() -> None:
     twist under Roll 'Keep' follows the frame before) and the full path's (`use_program` off), by the drag
     test's measure: the hips, chest, hands and feet to float noise, any bone within a millimetre. (The full path
     is 1.5e-4 off both at the chest on the frame after the first; not traced, probably the limbs' sensitivity
-    to float noise in their start that the Soft test below shows.) A keyed setting (a Pole Angle) is not seen by that path: such a rig plays on the full path, and
-    the keyed angle acts."""
+    to float noise in their start that the Soft test below shows.) A keyed setting (a Pole Angle) is not seen
+    by that path: such a rig plays on the full path, and the keyed angle acts."""
     live = bpy_session.submodule("rig.live")
     obj = _keyed_rig()
     before = live.program_solve_count(obj)
