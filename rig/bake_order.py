@@ -126,17 +126,9 @@ def solve_live_order(
     raws = np.zeros((n_frames, len(bones), 4), dtype=np.float32)
     rows = [(k, channels[attrs[b]], b) for k, b in enumerate(bones)]
     outcomes: dict[int, list[ChainOutcome]] = {}
-    with_pole = [i for i in chains if i in inputs.poles]
-    # Every frame's matrices as nested lists once (numpy -> Matrix one frame at a time costs more).
-    target_rows = {i: inputs.targets[i].tolist() for i in chains}
-    pole_rows = {i: inputs.poles[i].tolist() for i in with_pole}
-    world_rows = inputs.world.tolist()
-    angle_rows = {i: a.tolist() for i, a in inputs.pole_angles.items()}
+    goals = _Goals(inputs, chains)
     for f in range(n_frames):
-        targets = {i: Matrix(target_rows[i][f]) for i in chains}
-        poles = {i: Matrix(pole_rows[i][f]) for i in with_pole}
-        angles = {i: float(a[f]) for i, a in angle_rows.items()}
-        result = program.solve(order, pose.__getitem__, Matrix(world_rows[f]), targets, poles, angles, channels)
+        result = program.solve(order, pose.__getitem__, *goals.frame(f), channels)
         for i, o in result.outcomes.items():
             outcomes.setdefault(i, []).append(o)
         out = raws[f]
@@ -199,22 +191,14 @@ def body_limbs_in_order(
     n_frames = inputs.pose.shape[0]
     raws = np.zeros((n_frames, len(limb_bones), 4), dtype=np.float32)
     outcomes: dict[int, list[ChainOutcome]] = {}
-    with_pole = [i for i in chains if i in inputs.poles]
-    target_rows = {i: inputs.targets[i].tolist() for i in chains}
-    pole_rows = {i: inputs.poles[i].tolist() for i in with_pole}
-    world_rows = inputs.world.tolist()
-    angle_rows = {i: a.tolist() for i, a in inputs.pole_angles.items()}
+    goals = _Goals(inputs, chains)
     for f in range(n_frames):
         start = {b: batched.basis[f : f + 1, k] for k, b in body}
         limb_basis = fk.basis_rotations(fk.raw_rotations(channels, limb_bones, limb_modes), limb_modes)
         start.update({b: limb_basis[k][None] for k, b in enumerate(limb_bones)})
         at = {b: batched.location[f : f + 1, k] for b, k in located.items()}
         pose = reposed(sk, inputs.pose[f : f + 1], start, at)[0]
-        targets = {i: Matrix(target_rows[i][f]) for i in chains}
-        poles = {i: Matrix(pole_rows[i][f]) for i in with_pole}
-        angles = {i: float(a[f]) for i, a in angle_rows.items()}
-        read = partial(_matrix, pose.tolist())
-        result = program.solve(order, read, Matrix(world_rows[f]), targets, poles, angles, channels)
+        result = program.solve(order, partial(_matrix, pose.tolist()), *goals.frame(f), channels)
         for i, o in result.outcomes.items():
             outcomes.setdefault(i, []).append(o)
         raws[f] = fk.raw_rotations(channels, limb_bones, limb_modes)
@@ -233,3 +217,25 @@ def body_limbs_in_order(
 
 def _matrix(rows: list[list[list[float]]], b: int) -> Matrix:
     return Matrix(rows[b])
+
+
+class _Goals:
+    """Each frame's world matrix, targets, poles and pole angles of `chains` as `Program.solve` takes them,
+    from the bake's stacked inputs (every frame's matrices made nested lists once: numpy -> Matrix one frame at
+    a time costs more)."""
+
+    def __init__(self, inputs: Inputs, chains: list[int]) -> None:
+        self.chains = chains
+        self.with_pole = [i for i in chains if i in inputs.poles]
+        self.targets = {i: inputs.targets[i].tolist() for i in chains}
+        self.poles = {i: inputs.poles[i].tolist() for i in self.with_pole}
+        self.world = inputs.world.tolist()
+        self.angles = {i: a.tolist() for i, a in inputs.pole_angles.items()}
+
+    def frame(self, f: int) -> tuple[Matrix, dict[int, Matrix], dict[int, Matrix], dict[int, float]]:
+        return (
+            Matrix(self.world[f]),
+            {i: Matrix(self.targets[i][f]) for i in self.chains},
+            {i: Matrix(self.poles[i][f]) for i in self.with_pole},
+            {i: float(a[f]) for i, a in self.angles.items()},
+        )
