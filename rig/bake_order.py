@@ -165,6 +165,9 @@ def body_limbs_in_order(
     limb_bones = sorted({b for g in limbs for b in g.bones}, key=lambda b: (int(sk.depth[b]), b))
     if not limbs or not set(limb_bones) <= set(batched.bones) or not set(batched.location_bones) <= set(batched.bones):
         return None  # (a body root whose location alone the solve set: `reposed` moves bones it turns)
+    chains = [c.index for g in limbs for c in g.chains]
+    if any(i in inputs.influence for i in chains) or inputs.release or inputs.release_bones:
+        return None  # blending with FK, or a stretch to give back: the full solve's
     moved = set(batched.bones)
     for g in limbs:
         for c in g.chains:
@@ -178,14 +181,15 @@ def body_limbs_in_order(
     )
     if isinstance(program, str) or program.refused:
         return None
-    chains = [c.index for g in limbs for c in g.chains]
     order = program.closure(chains)
     if order is None:
         return None
     channels = {k: v.copy() for k, v in channels_before.items() if k.startswith("rotation_")}
     limb_modes = [int(mode_values[b]) for b in limb_bones]
     fk.put_raw_rotations(channels, limb_bones, limb_modes, fk_raw(obj, sk.names, limb_bones, channels_before))
-    body = [(k, b) for k, b in enumerate(batched.bones) if b not in carried]
+    # Every other bone the batched solve turned (the body, a chain not carried) starts where it left it.
+    limb_set = set(limb_bones)
+    body = [(k, b) for k, b in enumerate(batched.bones) if b not in limb_set]
     column = {b: k for k, b in enumerate(batched.bones)}
     located = {b: k for k, b in enumerate(batched.location_bones)}
     n_frames = inputs.pose.shape[0]

@@ -618,20 +618,25 @@ def test_playing_keyed_controls_takes_the_compiled_program() -> None:
     assert swung > 0.01, f"the keyed Pole Angle swings the left elbow ({swung:.4f})"
 
 
-def test_a_full_body_bake_equals_playback_where_the_program_leaves_a_limb_out() -> None:
-    """A limb with Soft (which the live program leaves to the full solve): the bake solves each frame whole in
-    frame order instead (`core.sequence.solve_in_order(repose=True)`), the limbs carried by the body from the
-    frame before's result, and keys what playback shows."""
-    obj = _keyed_rig()
-    _chain(obj, "arm.R").soft = 0.05
-    # Shown once with Soft set before playing. (Played straight after the change, the first frame's left arm
-    # comes out one float32 ulp (1.2e-7) off the bake's, and the second frame's 1.2e-3 off, the frames after
-    # it ~2.5e-4: the limb's solve under its limits is that sensitive to its start there, not the bake's path.)
-    bpy.context.scene.frame_set(10)
-    played, _ = _play_all(obj)
+@pytest.mark.parametrize("setting, value", [("soft", 0.05), ("influence", 0.7)])
+def test_a_full_body_bake_equals_playback_where_the_program_leaves_a_limb_out(setting: str, value: float) -> None:
+    """A limb with Soft (which the live program leaves to the full solve) or an Influence below 1 (a blend with
+    its FK pose, which the program does not make): the bake solves each frame whole in frame order instead
+    (`core.sequence.solve_in_order(repose=True)`), the limbs carried by the body from the frame before's result,
+    and keys what playback shows."""
+
+    def keyed() -> bpy.types.Object:
+        obj = _keyed_rig()
+        setattr(_chain(obj, "arm.R"), setting, value)
+        # Shown once with the setting before playing. (Played straight after a change, the first frame's left
+        # arm can come out one float32 ulp (1.2e-7) off the bake's, and the second frame's 1.2e-3 off, the
+        # frames after it ~2.5e-4: the limb's solve under its limits is that sensitive to its start there.)
+        bpy.context.scene.frame_set(10)
+        return obj
+
+    played, _ = _play_all(keyed())
     bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
-    obj = _keyed_rig()
-    _chain(obj, "arm.R").soft = 0.05
+    obj = keyed()
     bpy.context.scene.frame_set(5)
     assert bpy.ops.reach.bake(frame_start=1, frame_end=10) == {"FINISHED"}
     baked, _ = _play_all(obj)
