@@ -97,11 +97,12 @@ class Ahead:
         """The program's shapes were forgotten: the next frame measures them (`Program.forget`)."""
         self._last = None
 
-    def solve(self, channels: Channels, fk: F32 | None = None) -> Frame:
+    def solve(self, channels: Channels, kept: tuple[list[int], F32] | None = None) -> Frame:
         """Solve the frame whose channels (every bone's, float32, as `rig.armature.read_channels` reads all of
-        them) the action gives; `channels` is left holding what the write would put there. `fk`: the posed
-        bones' FK values (n, 4) where they are not the channels (a bone whose rotation no key sets starts from
-        the frame before's result, and keeps the FK value the range's first frame started from)."""
+        them) the action gives; `channels` is left holding what the write would put there. `kept`: the posed
+        bones (places in `posed`) whose FK values are not their channels, and those values (c, 4): a bone whose
+        rotation no key sets starts from the frame before's result, and keeps the FK value the range's first
+        frame started from."""
         key = digest(b"".join(a.tobytes() for a in channels.values()))
         program = self.program
         # As the live path (`rig.live_program.program_full`): a chain bone's location or any bone's scale that
@@ -137,15 +138,17 @@ class Ahead:
             pose=checked,
             written={attr: channels[attr].copy() for attr in sorted(result.changed)},
             raw=raw,
-            fk=raw if fk is None else fk,
+            fk=raw if kept is None else self._kept(raw, kept),
             raw_written=self._raw(channels),
             scale_y=channels["scale"][self.posed, 1].copy(),
             outcomes=result.outcomes,
         )
 
-    def raw_of(self, channels: Channels) -> F32:
-        """(n, 4) the posed bones' rotations as `channels` hold them, raw (Euler padded with a 0)."""
-        return self._raw(channels)
+    @staticmethod
+    def _kept(raw: F32, kept: tuple[list[int], F32]) -> F32:
+        out = raw.copy()
+        out[kept[0]] = kept[1]
+        return out
 
     def _raw(self, channels: Channels) -> F32:
         out = np.zeros((len(self.posed), 4), dtype=np.float32)

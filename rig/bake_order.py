@@ -25,14 +25,6 @@ from . import anim, armature, fk
 F64 = NDArray[np.float64]
 
 
-def fk_raw(obj: bpy.types.Object, names: tuple[str, ...], bones: list[int], channels: armature.Channels) -> fk.F32:
-    """(n, 4) the FK rotation values of `bones` in their own modes, as `channels` hold them (`fk.Store.fk`)."""
-    modes = armature.rotation_mode_values(obj)[bones].tolist()
-    raw = fk.raw_rotations(channels, bones, modes)
-    sy = channels["scale"][bones, 1].copy()
-    return fk.Store.read(obj).fk([names[b] for b in bones], modes, raw, sy)[0]
-
-
 def first_start(
     obj: bpy.types.Object, names: tuple[str, ...], plan: Plan, channels: armature.Channels
 ) -> tuple[dict[int, F64], set[int]]:
@@ -42,7 +34,7 @@ def first_start(
     if not bones:
         return {}, set()
     modes = armature.rotation_mode_values(obj)[bones].tolist()
-    basis = fk.basis_rotations(fk_raw(obj, names, bones, channels), modes)
+    basis = fk.basis_rotations(fk.fk_values(obj, names, bones, channels)[0], modes)
     animated = anim.animated_rotations(obj)
     return {b: basis[k] for k, b in enumerate(bones)}, {b for b in bones if names[b] not in animated}
 
@@ -78,7 +70,7 @@ def solve_live_order(
     bones = sorted({b for g in plan.groups for b in g.bones}, key=lambda b: (int(sk.depth[b]), b))
     channels = {k: v.copy() for k, v in channels_before.items() if k.startswith("rotation_")}
     # The first frame starts from the FK pose.
-    start = fk_raw(obj, sk.names, bones, channels_before)
+    start = fk.fk_values(obj, sk.names, bones, channels_before)[0]
     fk.put_raw_rotations(channels, bones, [int(mode_values[b]) for b in bones], start)
     # Every bone the program reads and the bones above them, parents first; a bone in no chain keeps its
     # place relative to its parent as read (the armature is not animated), a chain bone is re-posed.
@@ -186,7 +178,7 @@ def body_limbs_in_order(
         return None
     channels = {k: v.copy() for k, v in channels_before.items() if k.startswith("rotation_")}
     limb_modes = [int(mode_values[b]) for b in limb_bones]
-    fk.put_raw_rotations(channels, limb_bones, limb_modes, fk_raw(obj, sk.names, limb_bones, channels_before))
+    fk.put_raw_rotations(channels, limb_bones, limb_modes, fk.fk_values(obj, sk.names, limb_bones, channels_before)[0])
     # Every other bone the batched solve turned (the body, a chain not carried) starts where it left it.
     limb_set = set(limb_bones)
     body = [(k, b) for k, b in enumerate(batched.bones) if b not in limb_set]

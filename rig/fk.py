@@ -507,6 +507,14 @@ def release(obj: bpy.types.Object) -> None:
     store.write(obj)
 
 
+def fk_values(obj: bpy.types.Object, names: Sequence[str], bones: Sequence[int], channels: Channels) -> tuple[F32, F32]:
+    """The FK rotations (n, 4), raw in each bone's mode, and Y scales (n,) of `bones` whose channels hold
+    `channels`, by the store's rule (`Store.fk`; nothing is written)."""
+    modes = armature.rotation_mode_values(obj)[list(bones)].tolist()
+    raw = raw_rotations(channels, bones, modes)
+    return Store.read(obj).fk([names[b] for b in bones], modes, raw, channels["scale"][list(bones), 1].copy())
+
+
 def start_over(obj: bpy.types.Object) -> bool:
     """Put the FK values back into the rotation channels of the enabled chains' bones that no animation sets,
     before the playback range's first frame is evaluated (`rig.live.on_frame_change_pre`); whether any
@@ -531,10 +539,8 @@ def start_over(obj: bpy.types.Object) -> bool:
     if not bones:
         return False
     channels = armature.read_channels(obj, armature.WRITTEN_CHANNELS)
-    modes = armature.rotation_mode_values(obj)[bones].tolist()
-    raw = raw_rotations(channels, bones, modes)
-    fk_rot, fk_sy = store.fk([sk.names[b] for b in bones], modes, raw, channels["scale"][bones, 1].copy())
-    changed = put_raw_rotations(channels, bones, modes, fk_rot)
+    fk_rot, fk_sy = fk_values(obj, sk.names, bones, channels)
+    changed = put_raw_rotations(channels, bones, armature.rotation_mode_values(obj)[bones].tolist(), fk_rot)
     # And a stretching chain's Y scale: the pair is one FK value (a rotation put back beside a stretched
     # scale would make the store take that scale for FK).
     idx = np.asarray(bones, dtype=np.int64)

@@ -227,12 +227,7 @@ def _start(obj: bpy.types.Object, scene: bpy.types.Scene) -> Entry | str:
     carried_modes = [int(modes_values[b]) for b in carried_bones]
     # The range's first frame starts the carried bones from their FK values (`fk.start_over`): the store's
     # rule on the channels as they are now.
-    start, _sy = store.fk(
-        [sk.names[b] for b in carried_bones],
-        carried_modes,
-        fk.raw_rotations(base, carried_bones, carried_modes),
-        base["scale"][carried_bones, 1].copy(),
-    )
+    start = fk.fk_values(obj, sk.names, carried_bones, base)[0]
     fk.put_raw_rotations(base, carried_bones, carried_modes, start)
     for b in carried_bones:
         free[armature.rotation_channel(modes[b])[0]][b] = False  # the frames' own results, checked by `start`
@@ -321,19 +316,11 @@ def _still(obj: bpy.types.Object, entry: Entry, scene: bpy.types.Scene) -> bool:
     now = armature.read_channels(obj, armature.ALL_CHANNELS)
     if any(now[attr][mask].tobytes() != entry.base[attr][mask].tobytes() for attr, mask in entry.free.items()):
         return False  # a channel no key sets was changed (a control moved and not keyed)
-    if entry.carried and fk.bits(_carried_fk(obj, entry, now)).tobytes() != fk.bits(entry.start).tobytes():
-        return False  # a carried bone's FK value changed (posed by hand): the range starts elsewhere
+    if entry.carried:
+        start = fk.fk_values(obj, armature.skeleton(obj).names, entry.carried_bones, now)[0]
+        if start.tobytes() != entry.start.tobytes():
+            return False  # a carried bone's FK value changed (posed by hand): the range starts elsewhere
     return _keys([fc for _a, _b, _i, fc in curves]) == entry.keys
-
-
-def _carried_fk(obj: bpy.types.Object, entry: Entry, channels: armature.Channels) -> F32:
-    """The FK values of the entry's carried bones by the store's rule, their channels holding `channels`."""
-    names = armature.skeleton(obj).names
-    bones, modes = entry.carried_bones, entry.carried_modes
-    rot, _sy = fk.Store.read(obj).fk(
-        [names[b] for b in bones], modes, fk.raw_rotations(channels, bones, modes), channels["scale"][bones, 1].copy()
-    )
-    return rot
 
 
 def _extend(obj: bpy.types.Object, entry: Entry, deadline: float | None) -> bool:
@@ -354,16 +341,13 @@ def _extend(obj: bpy.types.Object, entry: Entry, deadline: float | None) -> bool
                 channels = {attr: values.copy() for attr, values in base.items()}
                 for attr, b, i, fc in curves:
                     channels[attr][b, i] = fc.evaluate(f)
-                fk_values = None
-                if entry.carried:
-                    if entry.frames:
-                        # Playback shows the frame before's result on the bones no key sets: this frame
-                        # starts from it (the first frame from their FK values, as `base` holds them).
-                        done = entry.frames[-1].raw_written[entry.carried]
-                        fk.put_raw_rotations(channels, entry.carried_bones, entry.carried_modes, done)
-                    fk_values = entry.ahead.raw_of(channels)
-                    fk_values[entry.carried] = entry.start
-                entry.frames.append(entry.ahead.solve(channels, fk_values))
+                if entry.carried and entry.frames:
+                    # Playback shows the frame before's result on the bones no key sets: this frame starts
+                    # from it (the first frame from their FK values, as `base` holds them).
+                    done = entry.frames[-1].raw_written[entry.carried]
+                    fk.put_raw_rotations(channels, entry.carried_bones, entry.carried_modes, done)
+                kept = (entry.carried, entry.start) if entry.carried else None
+                entry.frames.append(entry.ahead.solve(channels, kept))
                 if deadline is not None and time.monotonic() >= deadline:
                     break
     finally:
@@ -412,7 +396,7 @@ def play(obj: bpy.types.Object, uid: int, scene: bpy.types.Scene) -> bool:
         # first frame: their FK values, `fk.start_over`).
         expected = entry.start if k == 0 else entry.frames[k - 1].raw_written[entry.carried]
         bones, modes = entry.carried_bones, entry.carried_modes
-        if fk.bits(fk.raw_rotations(channels, bones, modes)).tobytes() != fk.bits(expected).tobytes():
+        if fk.raw_rotations(channels, bones, modes).tobytes() != expected.tobytes():
             # Shown after another frame than the one before it (scrubbing, a jump): solved as it is shown.
             # Nothing solved ahead is wrong for that, unless the other channels differ too.
             fk.put_raw_rotations(channels, bones, modes, expected)
