@@ -485,9 +485,16 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None, frame_change: bool = 
             cache.dirty.discard(uid)
             if uid in cache.notes:
                 live_pre.note(uid)  # controls shown after guesses this rig took (their numpy work, once)
-            if updated is None or dirty:
+            own_frame: set[int] | None = None
+            if frame_change and use_program and not dirty and not follows and uid not in leaders:
+                own_frame = _own_animation(obj, uid, rig_settings(obj).full_body)
+            if (updated is None or dirty) and own_frame is None:
                 # A frame change (or a setting) may change anything, rotation modes too: check the compiled
-                # program again before its next use (`solve_lean`).
+                # program again before its next use (`solve_lean`). Not a frame change that only the rig's own
+                # pose channels animate (`_own_animation`): `solve_lean` compares the armature as for a drag
+                # (`_own_moved`: bones, rotation modes, transform, every channel but the controls'), and
+                # anything else goes to the full path, which checks again. Checking on every frame would
+                # measure the chains' shapes again each time (~0.5 ms a frame for Full Body).
                 recheck(uid)
             if uid in _skip_once:
                 _skip_once.discard(uid)
@@ -508,7 +515,7 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None, frame_change: bool = 
                 lean = use_program and updated is not None and not dirty and not follows and uid not in leaders
                 rig_updated = updated
                 if frame_change and use_program and not dirty and not follows and uid not in leaders:
-                    rig_updated = _own_animation(obj, uid, settings.full_body)
+                    rig_updated = own_frame
                     lean = rig_updated is not None
                 # Chains whose search the budget cut in the last (lean) update: solved again now, moved or not.
                 again = _resume.pop(uid, frozenset())
