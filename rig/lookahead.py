@@ -79,7 +79,7 @@ class Entry:
     free: dict[str, NDArray[np.bool_]]  # where no F-Curve sets a channel
     version: int
     structure: bytes
-    world: bytes
+    world: tuple[tuple[float, ...], ...]  # the armature's world matrix, by rows (`_world`)
     modes: bytes
     names_text: str
     held_size: int
@@ -243,7 +243,7 @@ def _start(obj: bpy.types.Object, scene: bpy.types.Scene) -> Entry | str:
         free=free,
         version=cache.settings_version(obj),
         structure=sk.key,
-        world=np.array(obj.matrix_world, dtype=np.float32).tobytes(),
+        world=_world(obj),
         modes=modes_values.tobytes(),
         names_text=text,
         held_size=held.shape[0],
@@ -284,13 +284,20 @@ def _keys(curves: list[bpy.types.FCurve]) -> bytes | None:
 _DYNAMIC = {"BACK", "ELASTIC"}  # interpolations with settings of their own
 
 
+def _world(obj: bpy.types.Object) -> tuple[tuple[float, ...], ...]:
+    """The armature's world matrix as exact values (its float32 entries), compared as a whole: a fifth of the
+    cost of making it an array."""
+    return tuple(map(tuple, obj.matrix_world))
+
+
 def _rig_holds(obj: bpy.types.Object, entry: Entry, scene: bpy.types.Scene) -> bool:
     """The same rotation modes, world matrix, frame mapping and bones (structure key) as the frames were solved
-    for: what every frame change checks besides the frame's own channels and pose."""
+    for: what every frame change checks besides the frame's own channels and pose. The bones are read on
+    every frame change: a script may edit them (a bone's length) and step a frame with no update between."""
     render = scene.render
     return (
         armature.rotation_mode_values(obj).tobytes() == entry.modes
-        and np.array(obj.matrix_world, dtype=np.float32).tobytes() == entry.world
+        and _world(obj) == entry.world
         and (render.frame_map_old, render.frame_map_new) == entry.frame_map
         and armature.skeleton(obj).key == entry.structure
     )
