@@ -31,7 +31,7 @@ import bpy
 
 from ..rig.bake import BakeError, BakeOptions, bake_rig
 from ..rig.props import rig_settings
-from ..rig.solve import broken_inputs, prepare, read_inputs
+from ..rig.snapshot import broken_inputs, prepare, read_inputs
 
 OK, FAILED, USAGE = 0, 1, 2
 _handle: object | None = None

@@ -23,18 +23,9 @@ from . import anim, armature, bake_order, cache, fastread, fk, live
 from . import body as rig_body
 from .chains import ChainChoiceError, choose_chains
 from .props import rig_settings
-from .solve import (
-    WRITTEN_CHANNELS,
-    Inputs,
-    check_inputs,
-    prepare,
-    read_inputs,
-    solve_inputs,
-    stack_inputs,
-    stretch_release,
-    target_entries,
-)
-from .solve import snapshot as rig_snapshot
+from .snapshot import check_inputs, prepare, read_inputs, stretch_release, target_entries
+from .snapshot import snapshot as rig_snapshot
+from .solve import WRITTEN_CHANNELS, Inputs, solve_inputs, stack_inputs
 
 F64 = NDArray[np.float64]
 Progress = Callable[[float, str], None]

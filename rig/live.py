@@ -36,7 +36,8 @@ from .fingerprint import Seen as _Seen
 from .fingerprint import channel_bytes as _channel_bytes
 from .live_program import lean_order, program_full, recheck, solve_lean
 from .props import rig_settings
-from .solve import ChainState, Entry, LiveReads, chain_state, solve_rig, store_status
+from .snapshot import ChainState, Entry, LiveReads, chain_state
+from .solve import solve_rig, store_status
 
 F64 = NDArray[np.float64]
 _busy = False

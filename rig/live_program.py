@@ -28,7 +28,8 @@ from .chains import rig_problem, system_override
 from .fingerprint import Objects as _Objects
 from .fingerprint import Seen as _Seen
 from .props import rig_settings
-from .solve import LiveReads, read_inputs, snapshot, store_status
+from .snapshot import LiveReads, read_inputs, snapshot
+from .solve import store_status
 
 F64 = NDArray[np.float64]
 
@@ -76,7 +77,7 @@ def program_full(
         return None  # a chain blends with its FK pose: the full solve's
     if cache.stretched.get(uid) or cache.hangs.get(uid):
         return None
-    # The armature-wide checks (scale, overrides: `solve.prepare`) for its transform now (it may be animated).
+    # The armature-wide checks (scale, overrides: `snapshot.prepare`) for its transform now (it may be animated).
     checked = (reads.world_key, system_override(obj))
     hit = cache.rig_checks.get(uid)
     if hit is None or hit[0] != checked:
