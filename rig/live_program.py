@@ -306,7 +306,7 @@ class _Own:
     moved: dict[int, tuple[float, ...]]  # fingerprint row -> the control's translation now, where it changed
     channels: armature.Channels  # every channel, read now
     pose: F64  # the evaluated pose, read now
-    roots: list[int]  # the bones whose pose the fingerprint holds (`_outside_parents`)
+    roots: list[int]  # the bones whose pose the fingerprint holds (`snapshot._outside_parents`)
 
     taken: bool = False  # `take_channels` done
 

@@ -12,6 +12,7 @@ check are followed (`renames`) and the hands' follow constraints kept in step (`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -36,6 +37,7 @@ from ..core.model import (
 from . import armature, cache, ikfk_follow, renames
 from . import body as rig_body
 from .chains import build_plan, rig_problem, system_override
+from .fingerprint import Objects, Seen, channel_bytes
 from .props import bone_limits, rig_settings
 
 F64 = NDArray[np.float64]
@@ -145,6 +147,90 @@ class LiveReads:
     pose: F64 | None = None  # (B,4,4) pose matrices, when the handler needed them
     world_key: bytes = b""  # the armature's world matrix as read (float32 bytes)
     influences: tuple[float, ...] = ()  # every chain's Influence, as read for the change test
+
+
+# The live handler's part of its read (`rig.live._read`): given the chain state, the targets and poles as read
+# and the world matrices before any is read, it notes what the targets hang from and moves those that hang
+# from bones solved earlier in the same update (`live._carry`).
+Follow = Callable[[ChainState, list[Entry], armature.WorldMatrices], None]
+
+
+def read_live(obj: bpy.types.Object, follow: Follow | None = None) -> tuple[Seen, LiveReads, Objects]:
+    """Everything a live solve of `obj` reads, once: what the change test compares (the fingerprint) and what
+    the solve reuses (`LiveReads`), and the rows of the target and pole matrices of each chain.
+
+    `follow` runs once the chains' targets and poles are read and before any world matrix is.
+    """
+    s = rig_settings(obj)
+    sk = armature.skeleton(obj)
+    state, objects = chain_state(obj)
+    world = armature.WorldMatrices()
+    if follow is not None:
+        follow(state, objects, world)
+    controls = tuple(bone for ob, bone in objects if bone and ob == obj)
+    pose = None
+    roots = _outside_parents(obj.session_uid, sk, state, controls)
+    if roots:
+        # Constraints above the chain (Child Of, Copy Transforms...) move a chain's parent without
+        # changing any channel: include the evaluated matrices of those outside parents.
+        pose = armature.pose_matrices(obj)
+    # The armature's own matrix comes from the same one-call read as the targets and poles (bone targets:
+    # their armature's matrix times the bone's pose, so a moved control bone changes its row).
+    mats = armature.target_matrices(obj, [(obj, ""), *objects], world, sk, pose)
+    roots_bytes = pose[roots].tobytes() if roots and pose is not None else b""
+    channels = armature.read_channels(obj, armature.ALL_CHANNELS)
+    # Pole angles and influences are per-frame numbers (keyable): a change solves the rig, without a new plan.
+    angles = tuple((ch.pole_angle, ch.influence) for ch in s.chains)
+    # A system override is refused (chains.rig_problem); made editable in place, it solves with nothing else new.
+    editable = not system_override(obj)
+    version = cache.settings_version(obj)
+    settings = (s.tolerance, s.max_iterations, s.roll_mode, s.start_from, version, state, angles, editable)
+    seen = Seen(channel_bytes(channels), settings, sk.key, mats[0].tobytes(), mats, pose, channels, roots=roots_bytes)
+    # Rows of `mats` of each chain's target and pole (chain_state lists them chain by chain).
+    rows: dict[int, list[int]] = {}
+    k = 1
+    for i, row in enumerate(state):
+        n = (row.target is not None) + (row.pole is not None)
+        rows[i] = list(range(k, k + n))
+        k += n
+    reads = LiveReads(
+        sk=sk,
+        state=state,
+        channels=channels,
+        world=world,
+        pose=pose,
+        world_key=seen.world,
+        influences=tuple(w for _angle, w in angles),
+    )
+    seen.objects = Objects(mats, rows)
+    return seen, reads, seen.objects
+
+
+def _outside_parents(uid: int, sk: Skeleton, state: ChainState, controls: tuple[str, ...] = ()) -> list[int]:
+    """Bones whose evaluated pose a check reads: the parent of each chain's root bone (chains as set, valid
+    or not) and the rig's own control bones (`controls`: target and pole bones of this armature), cached
+    while tips, lengths and controls hold."""
+    key = (tuple((row.tip_bone, row.chain_length) for row in state), controls)
+    hit = cache.roots.get(uid)
+    if hit is not None and hit[0] is sk and hit[1] == key:
+        return hit[2]  # type: ignore[no-any-return]
+    roots: set[int] = set()
+    for tip, length in key[0]:
+        b = sk.index.get(tip, -1)
+        if int(length) <= 0:
+            continue  # up to the root bone: nothing above the chain
+        for _ in range(max(int(length) - 1, 0)):
+            if b < 0:
+                break
+            b = int(sk.parent[b])
+        if b >= 0 and sk.parent[b] >= 0:
+            roots.add(int(sk.parent[b]))
+    # A control bone moves with its parents, its constraints and drivers, without any channel of its own
+    # changing: its evaluated pose is part of what a check compares.
+    roots.update(sk.index[c] for c in controls if c in sk.index)
+    out = sorted(roots)
+    cache.roots[uid] = (sk, key, out)
+    return out
 
 
 def prepare(
