@@ -293,7 +293,7 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
             inputs = read if read is not None else stack_inputs(_read_frames(obj, plan, frames, scene, progress))
             result.read_path = "fcurves" if fast is not None else "pose" if posed is not None else "frame_set"
             result.seconds_read = time.perf_counter() - t0
-            broken = check_inputs(obj, plan, inputs)
+            broken = check_inputs(obj, sk, plan, inputs)
             if broken:
                 f = _frame_of(broken, frames)
                 raise BakeError(f"frame {f}: {broken.split(': ', 1)[-1]}" if f is not None else broken)

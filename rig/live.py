@@ -298,7 +298,7 @@ def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
         if renames.follow(obj):
             seen, reads, objects = _read(obj, moved)
     # Full Body: every chain may move the body, so every group is solved (as for a rig-wide change).
-    select = _select(obj, seen, None if rig_settings(obj).full_body else last, reads, objects)
+    select = _select(obj, seen, None if reads.settings.full_body else last, reads, objects)
     planned = cache.plans.get(uid)
     if use_program and not carry and last is not None and planned is not None:
         shown_now = program_full(obj, uid, seen, last, reads, objects, planned[1], select)
@@ -322,7 +322,7 @@ def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
     shown.update(report.outcomes)
     cache.outcomes[uid] = shown
     report.outcomes = shown
-    store_status(obj, report, before)
+    store_status(obj, report, before, settings=reads.settings)
     # Our write changed only rotation channels (and the Y scale of stretching chains), and `reads.channels`
     # now holds exactly the float32 values written (foreach_set stores them as given), so it stands for a
     # re-read: the write is no change.

@@ -24,7 +24,7 @@ from ..core.model import ChainOutcome, Group, Plan, RigReport, Snapshot
 from ..solvers.scalar import SCALAR_MAX_CHAINS
 from . import armature, cache, fk
 from . import body as rig_body
-from .chains import rig_problem, system_override
+from .chains import rig_problem
 from .fingerprint import Objects as _Objects
 from .fingerprint import Seen as _Seen
 from .props import rig_settings
@@ -78,7 +78,7 @@ def program_full(
     if cache.stretched.get(uid) or cache.hangs.get(uid):
         return None
     # The armature-wide checks (scale, overrides: `snapshot.prepare`) for its transform now (it may be animated).
-    checked = (reads.world_key, system_override(obj))
+    checked = (reads.world_key, reads.system_override)
     hit = cache.rig_checks.get(uid)
     if hit is None or hit[0] != checked:
         hit = cache.rig_checks[uid] = (checked, rig_problem(obj))
@@ -145,7 +145,7 @@ def program_full(
     shown = {i: o for i, o in before.items() if i in seen.planned}
     shown.update(result.outcomes)
     cache.outcomes[uid] = shown
-    store_status(obj, RigReport(outcomes=shown), before, result.outcomes)
+    store_status(obj, RigReport(outcomes=shown), before, result.outcomes, reads.settings)
     return shown
 
 

@@ -38,7 +38,7 @@ from . import armature, cache, ikfk_follow, renames
 from . import body as rig_body
 from .chains import build_plan, rig_problem, system_override
 from .fingerprint import Objects, Seen, channel_bytes
-from .props import bone_limits, rig_settings
+from .props import ReachRigSettings, bone_limits, rig_settings
 
 F64 = NDArray[np.float64]
 
@@ -73,15 +73,16 @@ Entry = tuple[bpy.types.Object, str]
 ChainState = tuple[ChainRow, ...]
 
 
-def chain_state(obj: bpy.types.Object) -> tuple[ChainState, list[Entry]]:
-    """Every chain setting a plan depends on (one tuple per chain), and the targets and poles themselves.
+def chain_state(obj: bpy.types.Object, settings: ReachRigSettings | None = None) -> tuple[ChainState, list[Entry]]:
+    """Every chain setting a plan depends on (one tuple per chain), and the targets and poles themselves
+    (`settings`: the rig's, `props.rig_settings(obj)`, when already read).
 
     The live handler reads this once per update, for its change detection and for the plan cache.
     """
     rows = []
     objects: list[Entry] = []
     make = ChainRow._make  # a NamedTuple's own constructor costs several times more (every chain, every update)
-    for ch in rig_settings(obj).chains:
+    for ch in (rig_settings(obj) if settings is None else settings).chains:
         target, pole = ch.target, ch.pole
         target_bone = ch.target_bone if target is not None and target.type == "ARMATURE" else ""
         pole_bone = ch.pole_bone if pole is not None and pole.type == "ARMATURE" else ""
@@ -140,10 +141,12 @@ def _plan_key(obj: bpy.types.Object, sk: Skeleton, state: ChainState) -> tuple[o
 class LiveReads:
     """What the live handler already read in this update, so the solve does not read it again."""
 
+    settings: ReachRigSettings  # `props.rig_settings(obj)`, fetched once for the whole update
     sk: Skeleton
     state: ChainState
     channels: armature.Channels  # every channel; the write-back updates the rotation arrays in place
     world: armature.WorldMatrices  # every object's world matrix
+    system_override: bool  # whether the armature is a system override (`chains.system_override`)
     pose: F64 | None = None  # (B,4,4) pose matrices, when the handler needed them
     world_key: bytes = b""  # the armature's world matrix as read (float32 bytes)
     influences: tuple[float, ...] = ()  # every chain's Influence, as read for the change test
@@ -163,7 +166,7 @@ def read_live(obj: bpy.types.Object, follow: Follow | None = None) -> tuple[Seen
     """
     s = rig_settings(obj)
     sk = armature.skeleton(obj)
-    state, objects = chain_state(obj)
+    state, objects = chain_state(obj, s)
     world = armature.WorldMatrices()
     if follow is not None:
         follow(state, objects, world)
@@ -182,7 +185,8 @@ def read_live(obj: bpy.types.Object, follow: Follow | None = None) -> tuple[Seen
     # Pole angles and influences are per-frame numbers (keyable): a change solves the rig, without a new plan.
     angles = tuple((ch.pole_angle, ch.influence) for ch in s.chains)
     # A system override is refused (chains.rig_problem); made editable in place, it solves with nothing else new.
-    editable = not system_override(obj)
+    override = system_override(obj)
+    editable = not override
     version = cache.settings_version(obj)
     settings = (s.tolerance, s.max_iterations, s.roll_mode, s.start_from, version, state, angles, editable)
     seen = Seen(channel_bytes(channels), settings, sk.key, mats[0].tobytes(), mats, pose, channels, roots=roots_bytes)
@@ -194,10 +198,12 @@ def read_live(obj: bpy.types.Object, follow: Follow | None = None) -> tuple[Seen
         rows[i] = list(range(k, k + n))
         k += n
     reads = LiveReads(
+        settings=s,
         sk=sk,
         state=state,
         channels=channels,
         world=world,
+        system_override=override,
         pose=pose,
         world_key=seen.world,
         influences=tuple(w for _angle, w in angles),
@@ -234,18 +240,23 @@ def _outside_parents(uid: int, sk: Skeleton, state: ChainState, controls: tuple[
 
 
 def prepare(
-    obj: bpy.types.Object, only: set[int] | None = None, cached: bool = False, reads: LiveReads | None = None
+    obj: bpy.types.Object,
+    only: set[int] | None = None,
+    cached: bool = False,
+    reads: LiveReads | None = None,
+    settings: ReachRigSettings | None = None,
 ) -> tuple[RigReport, Skeleton | None, Plan | None]:
     """Validate `obj` and its chains (optionally only the chain indices in `only`).
 
-    With `cached` (live solving) the plan is reused while nothing it depends on changed.
+    With `cached` (live solving) the plan is reused while nothing it depends on changed. `reads`: what the live
+    handler read in this update; `settings`: the rig's settings (`props.rig_settings(obj)`), when already read.
     """
     report = RigReport()
     if reads is not None and reads.world_key:
         # Live: the armature-wide checks depend on its transform (linking and overrides are structure updates,
         # which drop this cache) and on whether it is a system override (made editable in place), so they run
         # again only when one of those changes.
-        checked = (reads.world_key, system_override(obj))
+        checked = (reads.world_key, reads.system_override)
         hit = cache.rig_checks.get(obj.session_uid)
         if hit is not None and hit[0] == checked:
             problem = hit[1]
@@ -256,7 +267,7 @@ def prepare(
         problem = rig_problem(obj)
         if problem is None:
             renames.follow(obj)  # a bake or an operator: bones renamed since the last check are followed
-    chains = rig_settings(obj).chains if obj.type == "ARMATURE" else []
+    chains = (rig_settings(obj) if settings is None else settings).chains if obj.type == "ARMATURE" else []
     if problem is not None:
         if chains and obj.mode != "EDIT":
             # Where the chains' bones are now, also while the whole rig is refused (their rest places do not
@@ -270,7 +281,7 @@ def prepare(
     sk = reads.sk if reads is not None else armature.skeleton(obj)
     plan: Plan | None = None
     if cached and only is None:
-        key = _plan_key(obj, sk, reads.state if reads is not None else chain_state(obj)[0])
+        key = _plan_key(obj, sk, reads.state if reads is not None else chain_state(obj, settings)[0])
         hit = cache.plans.get(obj.session_uid)
         if hit is not None and hit[0] == key:
             plan = hit[1]
@@ -321,10 +332,11 @@ def snapshot(
     modes: NDArray[np.int32] | None = None,
     channels: armature.Channels | None = None,
     bake: bool = False,
+    settings: ReachRigSettings | None = None,
 ) -> Snapshot:
     """Everything of `obj` the core needs besides the per-frame inputs (`with_channels`: rotation modes too;
-    `modes`: every bone's rotation mode value, when already read)."""
-    s = rig_settings(obj)
+    `modes`: every bone's rotation mode value, `settings`: the rig's settings, when already read)."""
+    s = rig_settings(obj) if settings is None else settings
     if plan.lengths is None:
         plan.lengths = armature.bone_lengths(obj, sk) if plan.groups else np.zeros(len(sk.names))
     kinds = None
@@ -337,27 +349,29 @@ def snapshot(
         limits=read_limits(obj, sk, plan),
         lengths=plan.lengths,
         channel_kind=kinds,
-        body=rig_body.settings(obj, sk, plan, channels, modes, bake) if s.full_body else None,
+        body=rig_body.settings(obj, sk, plan, channels, modes, bake, s) if s.full_body else None,
     )
 
 
-def check_inputs(obj: bpy.types.Object, plan: Plan, inputs: Inputs) -> str | None:
+def check_inputs(obj: bpy.types.Object, sk: Skeleton, plan: Plan, inputs: Inputs) -> str | None:
     """A message naming the first broken transform of `inputs` (NaN, inf), or None (`core.checks.check_inputs`)."""
-    return checks.check_inputs(armature.skeleton(obj), plan, obj.name, inputs)
+    return checks.check_inputs(sk, plan, obj.name, inputs)
 
 
-def broken_inputs(obj: bpy.types.Object, plan: Plan, inputs: Inputs) -> tuple[str | None, dict[int, str]]:
+def broken_inputs(obj: bpy.types.Object, sk: Skeleton, plan: Plan, inputs: Inputs) -> tuple[str | None, dict[int, str]]:
     """What is broken in `inputs`: for the whole rig, and chain by chain (`core.checks.broken_inputs`)."""
-    return checks.broken_inputs(armature.skeleton(obj), plan, obj.name, inputs)
+    return checks.broken_inputs(sk, plan, obj.name, inputs)
 
 
-def target_entries(obj: bpy.types.Object, plan: Plan) -> list[tuple[bpy.types.Object, str]]:
+def target_entries(
+    obj: bpy.types.Object, plan: Plan, settings: ReachRigSettings | None = None
+) -> list[tuple[bpy.types.Object, str]]:
     """The (object, bone) `read_inputs` reads the world matrices of: the armature, every planned chain's target,
-    then the poles of those with one."""
-    settings = rig_settings(obj).chains
+    then the poles of those with one (`settings`: the rig's settings, when already read)."""
+    chain_settings = (rig_settings(obj) if settings is None else settings).chains
     chains = [c for g in plan.groups for c in g.chains]
-    entries = [(obj, ""), *((settings[c.index].target, c.target_bone) for c in chains)]
-    entries += [(settings[c.index].pole, c.pole_bone) for c in chains if c.pole is not None]
+    entries = [(obj, ""), *((chain_settings[c.index].target, c.target_bone) for c in chains)]
+    entries += [(chain_settings[c.index].pole, c.pole_bone) for c in chains if c.pole is not None]
     return entries
 
 
@@ -372,13 +386,15 @@ def read_inputs(
     controls_now: dict[int, tuple[bpy.types.Object, bpy.types.Object | None]] | None = None,
     angles_now: dict[int, float] | None = None,
     entries_now: list[tuple[bpy.types.Object, str]] | None = None,
+    settings: ReachRigSettings | None = None,
 ) -> Inputs:
     """The current (evaluated) inputs of every planned chain, as one frame (`pose_now`, `world_now`,
     `scale_now`, `sk_now`: the pose, world matrices, scale channels and skeleton, already read;
     `controls_now`, `angles_now`: each chain's target and pole objects and its pole angle, already known, so
     no chain's settings are read: the live program's, whose chains have no bone targets; `entries_now`: the
     (object, bone) of the armature, then every chain's target, then every pole, as `target_entries` lists
-    them, for a bake whose chain settings nothing animates).
+    them, for a bake whose chain settings nothing animates; `settings`: the rig's settings,
+    `props.rig_settings(obj)`, already read).
     `settings_now`: read each chain's Soft and Stretch too (a bake stepping frames: they are keyable), else
     the plan's values hold."""
     pose_b = armature.pose_matrices(obj) if pose_now is None else pose_now
@@ -386,11 +402,12 @@ def read_inputs(
     chains = [c for g in plan.groups for c in g.chains]
     with_pole = [c for c in chains if c.pole is not None]
     world_mats = armature.WorldMatrices() if world_now is None else world_now
-    settings = rig_settings(obj).chains
+    s = rig_settings(obj) if settings is None else settings
+    chain_settings = s.chains
     if entries_now is not None:
         entries = entries_now
     elif controls_now is None:
-        entries = target_entries(obj, plan)
+        entries = target_entries(obj, plan, s)
     else:
         entries = [(obj, ""), *((controls_now[c.index][0], "") for c in chains)]
         pole_objects = [controls_now[c.index][1] for c in with_pole]
@@ -405,15 +422,15 @@ def read_inputs(
     poles = {c.index: objects[:, len(chains) + k] for k, c in enumerate(with_pole)}
     inputs = Inputs(pose, mats[None, 0], targets, poles, objects=objects)
     for c in with_pole:
-        angle = float(settings[c.index].pole_angle if angles_now is None else angles_now[c.index])
+        angle = float(chain_settings[c.index].pole_angle if angles_now is None else angles_now[c.index])
         if angle != 0.0:
             inputs.pole_angles[c.index] = np.array([angle])
     if settings_now:
         for c in chains:
-            ch = settings[c.index]
+            ch = chain_settings[c.index]
             inputs.soft[c.index] = np.array([ch.soft])
             inputs.stretch[c.index] = np.array([ch.stretch])
-    if rig_settings(obj).start_from == "REST":
+    if s.start_from == "REST":
         basis, loc, scale = armature.basis_parts(obj)
         inputs.basis, inputs.location, inputs.scale = basis[None], loc[None], scale[None]
     else:

@@ -29,7 +29,7 @@ from ..core.model import (
 from ..core.solve import stack_inputs
 from . import armature, cache, fk
 from . import body as rig_body
-from .props import rig_settings
+from .props import ReachRigSettings, rig_settings
 from .snapshot import LiveReads, prepare, read_inputs, snapshot, stretch_release, stuck_stretch
 
 __all__ = ["ChainOutcome", "Inputs", "RigReport", "Solved", "stack_inputs"]
@@ -67,7 +67,8 @@ def solve_rig(
     channel arrays then hold exactly what was written. `select` picks the planned groups to solve (live
     solving: those whose inputs changed, and the groups below them); the others keep their pose.
     """
-    report, sk, plan = prepare(obj, only, cached, reads)
+    settings = rig_settings(obj) if reads is None else reads.settings  # read once, for every step below
+    report, sk, plan = prepare(obj, only, cached, reads, settings)
     if sk is None or plan is None:
         return report
     channels = reads.channels if reads is not None else armature.read_channels(obj, WRITTEN_CHANNELS)
@@ -85,15 +86,15 @@ def solve_rig(
         return report
     modes = armature.rotation_mode_values(obj)  # read once: the snapshot, the FK pose and the write use it
     # Built on the whole plan, so its cached lengths and limits are the plan's own.
-    snap = snapshot(obj, sk, plan, with_channels=True, modes=modes, channels=channels)
+    snap = snapshot(obj, sk, plan, with_channels=True, modes=modes, channels=channels, settings=settings)
     if len(chosen) != len(plan.groups):
         # A view of the plan: the same caches (limits, lengths), fewer groups.
         plan = replace(plan, groups=chosen)
         snap = replace(snap, plan=plan)
     if reads is not None:
-        inputs = read_inputs(obj, plan, reads.pose, reads.world, reads.channels["scale"], sk_now=sk)
+        inputs = read_inputs(obj, plan, reads.pose, reads.world, reads.channels["scale"], sk_now=sk, settings=settings)
     else:
-        inputs = read_inputs(obj, plan)
+        inputs = read_inputs(obj, plan, settings=settings)
     whole, broken = checks.broken_inputs(sk, plan, obj.name, inputs)
     if whole is not None:
         report.rig_error = whole
@@ -206,14 +207,16 @@ def store_status(
     report: RigReport,
     shown: dict[int, ChainOutcome] | None = None,
     only: Iterable[int] | None = None,
+    settings: ReachRigSettings | None = None,
 ) -> None:
     """Copy the outcome into each chain's read-only status, touching only what changed (no redraw storms).
 
     `shown`: the outcomes stored last time (live solving); a chain whose outcome is the same object (not
     solved again) is not read back at all. `only`: the indices of the only chains whose outcome may have
-    changed (the live program's), so the others are not even visited.
+    changed (the live program's), so the others are not even visited. `settings`: the rig's settings
+    (`props.rig_settings(obj)`), when already read.
     """
-    chains = rig_settings(obj).chains
+    chains = (rig_settings(obj) if settings is None else settings).chains
     count = len(chains)
     for i in range(count) if only is None else (i for i in only if i < count):
         ch = chains[i]
