@@ -31,7 +31,7 @@ import bpy
 
 from ..rig.bake import BakeError, BakeOptions, bake_rig
 from ..rig.props import rig_settings
-from ..rig.solve import broken_inputs, prepare, read_inputs
+from ..rig.snapshot import broken_inputs, prepare, read_inputs
 
 OK, FAILED, USAGE = 0, 1, 2
 _handle: object | None = None
@@ -394,12 +394,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         return FAILED
     invalid = 0
     for obj in rigs:
-        report, _sk, plan = prepare(obj)
+        report, sk, plan = prepare(obj)
         broken: dict[int, str] = {}
-        if plan is not None and plan.groups:
+        if sk is not None and plan is not None and plan.groups:
             # As a solve refuses them: a broken pose or armature transform every chain, a broken target,
             # pole or pole angle its own chain.
-            whole, broken = broken_inputs(obj, plan, read_inputs(obj, plan))
+            whole, broken = broken_inputs(obj, sk, plan, read_inputs(obj, plan))
             if whole is not None:
                 report.rig_error = whole
         chains = rig_settings(obj).chains

@@ -20,7 +20,8 @@ from ..rig.body import set_up_body
 from ..rig.character import SkeletonRead, apply_plan, read_motion, read_skeleton
 from ..rig.compat import classes_factory
 from ..rig.props import rig_settings
-from ..rig.solve import prepare, read_inputs, solve_inputs
+from ..rig.snapshot import prepare, read_inputs
+from ..rig.solve import solve_inputs
 from .chains import _armature, _poll_armature
 
 

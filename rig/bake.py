@@ -23,18 +23,9 @@ from . import anim, armature, bake_order, cache, fastread, fk, live
 from . import body as rig_body
 from .chains import ChainChoiceError, choose_chains
 from .props import rig_settings
-from .solve import (
-    WRITTEN_CHANNELS,
-    Inputs,
-    check_inputs,
-    prepare,
-    read_inputs,
-    solve_inputs,
-    stack_inputs,
-    stretch_release,
-    target_entries,
-)
-from .solve import snapshot as rig_snapshot
+from .snapshot import check_inputs, prepare, read_inputs, stretch_release, target_entries
+from .snapshot import snapshot as rig_snapshot
+from .solve import WRITTEN_CHANNELS, Inputs, solve_inputs, stack_inputs
 
 F64 = NDArray[np.float64]
 Progress = Callable[[float, str], None]
@@ -302,7 +293,7 @@ def bake_rig(obj: bpy.types.Object, opts: BakeOptions, progress: Progress | None
             inputs = read if read is not None else stack_inputs(_read_frames(obj, plan, frames, scene, progress))
             result.read_path = "fcurves" if fast is not None else "pose" if posed is not None else "frame_set"
             result.seconds_read = time.perf_counter() - t0
-            broken = check_inputs(obj, plan, inputs)
+            broken = check_inputs(obj, sk, plan, inputs)
             if broken:
                 f = _frame_of(broken, frames)
                 raise BakeError(f"frame {f}: {broken.split(': ', 1)[-1]}" if f is not None else broken)

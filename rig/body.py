@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from ..core.body import body_root
 from ..core.model import BodySettings, Plan, Skeleton, Solved
 from . import anim, armature, fk
-from .props import rig_settings
+from .props import ReachRigSettings, rig_settings
 
 F32 = NDArray[np.float32]
 F64 = NDArray[np.float64]
@@ -75,10 +75,12 @@ def settings(
     channels: armature.Channels | None = None,
     modes: NDArray[np.int32] | None = None,
     bake: bool = False,
+    settings: ReachRigSettings | None = None,
 ) -> BodySettings | None:
     """Full Body as a solve of `obj` reads it (None when off). `bake`: the solve covers other frames than the
-    current one (a bake), where a keyed location or rotation of the body root is each frame's own."""
-    s = rig_settings(obj)
+    current one (a bake), where a keyed location or rotation of the body root is each frame's own. `settings`:
+    the rig's settings (`props.rig_settings(obj)`), when already read."""
+    s = rig_settings(obj) if settings is None else settings
     if not s.full_body:
         return None
     requested = sk.index.get(s.body_root, -1) if s.body_root else -1

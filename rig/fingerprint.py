@@ -1,5 +1,6 @@
-"""What a live check of an armature read, kept as its fingerprint (`rig.live`): compared byte for byte with the
-next check's to decide whether anything changed, and as arrays to find which chains the change concerns."""
+"""What a live check of an armature read (`rig.snapshot.read_live`), kept as its fingerprint (`rig.live`):
+compared byte for byte with the next check's to decide whether anything changed, and as arrays to find which
+chains the change concerns."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ class Seen:
     arrays: armature.Channels | None = None
     solved: tuple[tuple[int, ...], ...] = ()  # chain indices of each group of the plan last solved
     planned: frozenset[int] = frozenset()  # every chain index in `solved`
-    roots: bytes = b""  # the evaluated pose of the bones above the chains and of control bones (`_outside_parents`)
+    # The evaluated pose of the bones above the chains and of control bones (`snapshot._outside_parents`).
+    roots: bytes = b""
     objects: Objects | None = None  # the rows of `mats` of each chain
 
     def after_write(self, channels: armature.Channels) -> None:

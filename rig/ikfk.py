@@ -53,7 +53,8 @@ from .ikfk_base import (
     Outcome as Outcome,
 )
 from .props import ReachChain, rig_settings
-from .solve import prepare, read_inputs, solve_inputs, stretch_release
+from .snapshot import prepare, read_inputs, stretch_release
+from .solve import solve_inputs
 
 F64 = NDArray[np.float64]
 

@@ -27,16 +27,15 @@ from bpy.app.handlers import persistent
 from numpy.typing import NDArray
 
 from ..core import body_live
-from ..core.model import Group, Plan, Skeleton
+from ..core.model import Group, Plan
 from ..solvers import search
 from . import anim, armature, cache, fk, follow, live_pre, lookahead, renames
-from .chains import system_override
 from .fingerprint import Objects as _Objects
 from .fingerprint import Seen as _Seen
-from .fingerprint import channel_bytes as _channel_bytes
 from .live_program import lean_order, program_full, recheck, solve_lean
 from .props import rig_settings
-from .solve import ChainState, Entry, LiveReads, chain_state, solve_rig, store_status
+from .snapshot import ChainState, Entry, LiveReads, chain_state, read_live
+from .solve import solve_rig, store_status
 
 F64 = NDArray[np.float64]
 _busy = False
@@ -103,33 +102,6 @@ def solve_count(obj: bpy.types.Object) -> int:
 def check_count(obj: bpy.types.Object) -> int:
     """How many times the live handlers have read and compared the inputs of `obj` (solved or not)."""
     return cache.checks.get(obj.session_uid, 0)
-
-
-def _outside_parents(uid: int, sk: Skeleton, state: ChainState, controls: tuple[str, ...] = ()) -> list[int]:
-    """Bones whose evaluated pose a check reads: the parent of each chain's root bone (chains as set, valid
-    or not) and the rig's own control bones (`controls`: target and pole bones of this armature), cached
-    while tips, lengths and controls hold."""
-    key = (tuple((row.tip_bone, row.chain_length) for row in state), controls)
-    hit = cache.roots.get(uid)
-    if hit is not None and hit[0] is sk and hit[1] == key:
-        return hit[2]  # type: ignore[no-any-return]
-    roots: set[int] = set()
-    for tip, length in key[0]:
-        b = sk.index.get(tip, -1)
-        if int(length) <= 0:
-            continue  # up to the root bone: nothing above the chain
-        for _ in range(max(int(length) - 1, 0)):
-            if b < 0:
-                break
-            b = int(sk.parent[b])
-        if b >= 0 and sk.parent[b] >= 0:
-            roots.add(int(sk.parent[b]))
-    # A control bone moves with its parents, its constraints and drivers, without any channel of its own
-    # changing: its evaluated pose is part of what a check compares.
-    roots.update(sk.index[c] for c in controls if c in sk.index)
-    out = sorted(roots)
-    cache.roots[uid] = (sk, key, out)
-    return out
 
 
 def _hanging(
@@ -202,67 +174,40 @@ def _carry(world: armature.WorldMatrices, obj: bpy.types.Object, moved: _Moved) 
 
 
 def _read(obj: bpy.types.Object, moved: _Moved | None = None) -> tuple[_Seen, LiveReads, _Objects]:
-    """Everything a solve of `obj` reads, once: what the change test compares and what the solve reuses."""
-    s = rig_settings(obj)
-    sk = armature.skeleton(obj)
-    state, objects = chain_state(obj)
+    """The live check's read (`snapshot.read_live`), and what this rig follows and depends on.
+
+    That bookkeeping stays here (`note_follows`, run by the read once it has the chains' targets and poles and
+    before it reads any world matrix): it is this handler's own state, not a read (what the targets hang from,
+    the order the scene's rigs are solved in, which updates concern this rig, targets carried with a rig
+    solved earlier in the same update), and it needs `rig.follow`, which `rig.snapshot` cannot import
+    (rig.follow imports rig.solve, which imports rig.snapshot).
+    """
     uid = obj.session_uid
-    known = cache.depends.get(uid)
-    targets_changed = known is None or known[0] != state
-    if targets_changed:
-        # What the chains point at changed (or is not known yet): what this rig follows, and depends on.
-        hangs = _hangs_of(obj, objects)
-        if cache.hangs.get(uid) != hangs:
-            cache.hangs[uid] = hangs
-            cache.scene_rigs.clear()  # list the rigs again, in the new dependency order
-    world = armature.WorldMatrices()
-    if moved:
-        _carry(world, obj, moved)
-    controls = tuple(bone for ob, bone in objects if bone and ob == obj)
-    pose = None
-    roots = _outside_parents(obj.session_uid, sk, state, controls)
-    if roots:
-        # Constraints above the chain (Child Of, Copy Transforms...) move a chain's parent without
-        # changing any channel: include the evaluated matrices of those outside parents.
-        pose = armature.pose_matrices(obj)
-    # The armature's own matrix comes from the same one-call read as the targets and poles (bone targets:
-    # their armature's matrix times the bone's pose, so a moved control bone changes its row).
-    mats = armature.target_matrices(obj, [(obj, ""), *objects], world, sk, pose)
-    roots_bytes = pose[roots].tobytes() if roots and pose is not None else b""
-    channels = armature.read_channels(obj, armature.ALL_CHANNELS)
-    # Pole angles and influences are per-frame numbers (keyable): a change solves the rig, without a new plan.
-    angles = tuple((ch.pole_angle, ch.influence) for ch in s.chains)
-    # A system override is refused (chains.rig_problem); made editable in place, it solves with nothing else new.
-    editable = not system_override(obj)
-    version = cache.settings_version(obj)
-    settings = (s.tolerance, s.max_iterations, s.roll_mode, s.start_from, version, state, angles, editable)
-    seen = _Seen(_channel_bytes(channels), settings, sk.key, mats[0].tobytes(), mats, pose, channels, roots=roots_bytes)
+    entries: list[Entry] | None = None  # the targets and poles as read, when what the chains point at changed
+
+    def note_follows(state: ChainState, objects: list[Entry], world: armature.WorldMatrices) -> None:
+        nonlocal entries
+        known = cache.depends.get(uid)
+        if known is None or known[0] != state:
+            # What the chains point at changed (or is not known yet): what this rig follows, and depends on.
+            entries = objects
+            hangs = _hangs_of(obj, objects)
+            if cache.hangs.get(uid) != hangs:
+                cache.hangs[uid] = hangs
+                cache.scene_rigs.clear()  # list the rigs again, in the new dependency order
+        if moved:
+            _carry(world, obj, moved)
+
+    seen, reads, objects = read_live(obj, note_follows)
     # What can change this rig's solve: itself (pose, transform, settings), its armature data, and the
     # objects it reaches for. Blender lists an object as updated when anything it depends on moved (a
     # parent, a constraint target, a driver), so these IDs are enough to skip unrelated updates.
-    if targets_changed:
+    if entries is not None:
         # Bone targets: their armature data too (a bone renamed lists only the data).
-        bones = (o.data.session_uid for o, b in objects if b and o.data is not None)
-        ids = (uid, obj.data.session_uid, *(o.session_uid for o, _b in objects), *bones)
-        cache.depends[uid] = (state, frozenset(ids))
-    # Rows of `mats` of each chain's target and pole (chain_state lists them chain by chain).
-    rows: dict[int, list[int]] = {}
-    k = 1
-    for i, row in enumerate(state):
-        n = (row.target is not None) + (row.pole is not None)
-        rows[i] = list(range(k, k + n))
-        k += n
-    reads = LiveReads(
-        sk=sk,
-        state=state,
-        channels=channels,
-        world=world,
-        pose=pose,
-        world_key=seen.world,
-        influences=tuple(w for _angle, w in angles),
-    )
-    seen.objects = _Objects(mats, rows)
-    return seen, reads, seen.objects
+        bones = (o.data.session_uid for o, b in entries if b and o.data is not None)
+        ids = (uid, obj.data.session_uid, *(o.session_uid for o, _b in entries), *bones)
+        cache.depends[uid] = (reads.state, frozenset(ids))
+    return seen, reads, objects
 
 
 def _select(
@@ -353,7 +298,7 @@ def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
         if renames.follow(obj):
             seen, reads, objects = _read(obj, moved)
     # Full Body: every chain may move the body, so every group is solved (as for a rig-wide change).
-    select = _select(obj, seen, None if rig_settings(obj).full_body else last, reads, objects)
+    select = _select(obj, seen, None if reads.settings.full_body else last, reads, objects)
     planned = cache.plans.get(uid)
     if use_program and not carry and last is not None and planned is not None:
         shown_now = program_full(obj, uid, seen, last, reads, objects, planned[1], select)
@@ -377,7 +322,7 @@ def _solve_live(obj: bpy.types.Object, moved: _Moved, carry: bool) -> None:
     shown.update(report.outcomes)
     cache.outcomes[uid] = shown
     report.outcomes = shown
-    store_status(obj, report, before)
+    store_status(obj, report, before, settings=reads.settings)
     # Our write changed only rotation channels (and the Y scale of stretching chains), and `reads.channels`
     # now holds exactly the float32 values written (foreach_set stores them as given), so it stands for a
     # re-read: the write is no change.

@@ -24,11 +24,12 @@ from ..core.model import ChainOutcome, Group, Plan, RigReport, Snapshot
 from ..solvers.scalar import SCALAR_MAX_CHAINS
 from . import armature, cache, fk
 from . import body as rig_body
-from .chains import rig_problem, system_override
+from .chains import rig_problem
 from .fingerprint import Objects as _Objects
 from .fingerprint import Seen as _Seen
 from .props import rig_settings
-from .solve import LiveReads, read_inputs, snapshot, store_status
+from .snapshot import LiveReads, read_inputs, snapshot
+from .solve import store_status
 
 F64 = NDArray[np.float64]
 
@@ -76,8 +77,8 @@ def program_full(
         return None  # a chain blends with its FK pose: the full solve's
     if cache.stretched.get(uid) or cache.hangs.get(uid):
         return None
-    # The armature-wide checks (scale, overrides: `solve.prepare`) for its transform now (it may be animated).
-    checked = (reads.world_key, system_override(obj))
+    # The armature-wide checks (scale, overrides: `snapshot.prepare`) for its transform now (it may be animated).
+    checked = (reads.world_key, reads.system_override)
     hit = cache.rig_checks.get(uid)
     if hit is None or hit[0] != checked:
         hit = cache.rig_checks[uid] = (checked, rig_problem(obj))
@@ -144,7 +145,7 @@ def program_full(
     shown = {i: o for i, o in before.items() if i in seen.planned}
     shown.update(result.outcomes)
     cache.outcomes[uid] = shown
-    store_status(obj, RigReport(outcomes=shown), before, result.outcomes)
+    store_status(obj, RigReport(outcomes=shown), before, result.outcomes, reads.settings)
     return shown
 
 
@@ -305,7 +306,7 @@ class _Own:
     moved: dict[int, tuple[float, ...]]  # fingerprint row -> the control's translation now, where it changed
     channels: armature.Channels  # every channel, read now
     pose: F64  # the evaluated pose, read now
-    roots: list[int]  # the bones whose pose the fingerprint holds (`_outside_parents`)
+    roots: list[int]  # the bones whose pose the fingerprint holds (`snapshot._outside_parents`)
 
     taken: bool = False  # `take_channels` done
 

@@ -45,7 +45,8 @@ from .chains import rig_problem, system_override
 from .fingerprint import channel_bytes
 from .live_program import compile_lean
 from .props import rig_settings
-from .solve import prepare, store_status
+from .snapshot import prepare
+from .solve import store_status
 
 F32 = NDArray[np.float32]
 

@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 from . import armature, bake, cache, fk, live, record
 from . import body as rig_body
 from .props import rig_settings
-from .solve import prepare as validate
+from .snapshot import prepare as validate
 
 _PROPS = (fk.ROWS_KEY, fk.NAMES_KEY, rig_body.KEY, rig_body.BONE_KEY)
 _STATUS = ("is_valid", "message", "iterations", "residual")  # a chain's read-only status properties

@@ -1,15 +1,15 @@
-"""The rig layer of a solve: read a rig into a snapshot and inputs, solve them in the core, write the result.
+"""The solve and the write of a rig: what `rig.snapshot` read, solved in the core, written back to Blender.
 
-The data flows one way: Blender data -> `core.model.Snapshot` + `Inputs` (here, `armature`, `chains`) ->
-`core.solve` (no bpy) -> solved rotations -> Blender's channels (`armature.write_channels`).
+The data flows one way: Blender data -> `core.model.Snapshot` + `Inputs` (`rig.snapshot`, the read phase) ->
+`core.solve` (no bpy) -> solved rotations -> Blender's channels (`armature.write_channels`), the FK store,
+the stretch this session wrote (`remember_stretch`) and each chain's status (`store_status`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
-from typing import NamedTuple
+from dataclasses import replace
 
 import bpy
 import numpy as np
@@ -18,325 +18,21 @@ from numpy.typing import NDArray
 from ..core import checks
 from ..core import solve as core
 from ..core.model import (
-    AXIS_ANGLE,
-    EULER,
-    QUATERNION,
-    BoneLimits,
     ChainOutcome,
     Group,
     Inputs,
     Plan,
     RigReport,
-    Settings,
     Skeleton,
-    Snapshot,
     Solved,
 )
 from ..core.solve import stack_inputs
-from . import armature, cache, fk, ikfk_follow, renames
+from . import armature, cache, fk
 from . import body as rig_body
-from .chains import build_plan, rig_problem, system_override
-from .props import bone_limits, rig_settings
+from .props import ReachRigSettings, rig_settings
+from .snapshot import LiveReads, prepare, read_inputs, snapshot, stretch_release, stuck_stretch
 
-F64 = NDArray[np.float64]
 __all__ = ["ChainOutcome", "Inputs", "RigReport", "Solved", "stack_inputs"]
-
-
-def target_entries(obj: bpy.types.Object, plan: Plan) -> list[tuple[bpy.types.Object, str]]:
-    """The (object, bone) `read_inputs` reads the world matrices of: the armature, every planned chain's target,
-    then the poles of those with one."""
-    settings = rig_settings(obj).chains
-    chains = [c for g in plan.groups for c in g.chains]
-    entries = [(obj, ""), *((settings[c.index].target, c.target_bone) for c in chains)]
-    entries += [(settings[c.index].pole, c.pole_bone) for c in chains if c.pole is not None]
-    return entries
-
-
-def read_inputs(
-    obj: bpy.types.Object,
-    plan: Plan,
-    pose_now: F64 | None = None,
-    world_now: armature.WorldMatrices | None = None,
-    scale_now: NDArray[np.float32] | None = None,
-    settings_now: bool = False,
-    sk_now: Skeleton | None = None,
-    controls_now: dict[int, tuple[bpy.types.Object, bpy.types.Object | None]] | None = None,
-    angles_now: dict[int, float] | None = None,
-    entries_now: list[tuple[bpy.types.Object, str]] | None = None,
-) -> Inputs:
-    """The current (evaluated) inputs of every planned chain, as one frame (`pose_now`, `world_now`,
-    `scale_now`, `sk_now`: the pose, world matrices, scale channels and skeleton, already read;
-    `controls_now`, `angles_now`: each chain's target and pole objects and its pole angle, already known, so
-    no chain's settings are read: the live program's, whose chains have no bone targets; `entries_now`: the
-    (object, bone) of the armature, then every chain's target, then every pole, as `target_entries` lists
-    them, for a bake whose chain settings nothing animates).
-    `settings_now`: read each chain's Soft and Stretch too (a bake stepping frames: they are keyable), else
-    the plan's values hold."""
-    pose_b = armature.pose_matrices(obj) if pose_now is None else pose_now
-    pose = pose_b[None]
-    chains = [c for g in plan.groups for c in g.chains]
-    with_pole = [c for c in chains if c.pole is not None]
-    world_mats = armature.WorldMatrices() if world_now is None else world_now
-    settings = rig_settings(obj).chains
-    if entries_now is not None:
-        entries = entries_now
-    elif controls_now is None:
-        entries = target_entries(obj, plan)
-    else:
-        entries = [(obj, ""), *((controls_now[c.index][0], "") for c in chains)]
-        pole_objects = [controls_now[c.index][1] for c in with_pole]
-        entries += [(ob, "") for ob in pole_objects if ob is not None]
-        assert len(entries) == 1 + len(chains) + len(with_pole), "a chain planned with a pole has one"
-    sk = sk_now
-    if sk is None and any(bone for _ob, bone in entries):
-        sk = armature.skeleton(obj)
-    mats = armature.target_matrices(obj, entries, world_mats, sk, pose_b)
-    objects = mats[None, 1:]
-    targets = {c.index: objects[:, k] for k, c in enumerate(chains)}
-    poles = {c.index: objects[:, len(chains) + k] for k, c in enumerate(with_pole)}
-    inputs = Inputs(pose, mats[None, 0], targets, poles, objects=objects)
-    for c in with_pole:
-        angle = float(settings[c.index].pole_angle if angles_now is None else angles_now[c.index])
-        if angle != 0.0:
-            inputs.pole_angles[c.index] = np.array([angle])
-    if settings_now:
-        for c in chains:
-            ch = settings[c.index]
-            inputs.soft[c.index] = np.array([ch.soft])
-            inputs.stretch[c.index] = np.array([ch.stretch])
-    if rig_settings(obj).start_from == "REST":
-        basis, loc, scale = armature.basis_parts(obj)
-        inputs.basis, inputs.location, inputs.scale = basis[None], loc[None], scale[None]
-    else:
-        # A stretching chain divides the stretch its bones hold (their Y scale channel) out of their lengths.
-        if scale_now is None:
-            scale_now = armature.read_channels(obj, (("scale", 3),))["scale"]
-        inputs.scale = scale_now.astype(np.float64)[None]
-    return inputs
-
-
-class ChainRow(NamedTuple):
-    """One chain's settings as a plan sees them (compared as a whole: any change rebuilds the plan)."""
-
-    enabled: bool
-    solver: str
-    tip_bone: str
-    chain_length: int
-    # The object's identity and bone parenting, or None. Not `users_scene` (it scans every scene): unlinking
-    # an object is a structure update, which drops every cached plan and fingerprint (cache.prune).
-    target: object
-    pole: object
-    weight: float
-    use_target_rotation: bool
-    name: str
-    target_bone: str  # "" unless the target is an armature
-    pole_bone: str
-    # Whether those bones exist: renaming or deleting a bone of another armature must rebuild the plan
-    # (this rig's own bones are part of the skeleton's key).
-    bones_found: bool
-    soft: float
-    stretch: float
-
-
-# A chain's target or pole as read: the object, and its bone ("" = the object itself).
-Entry = tuple[bpy.types.Object, str]
-
-
-ChainState = tuple[ChainRow, ...]
-
-
-def chain_state(obj: bpy.types.Object) -> tuple[ChainState, list[Entry]]:
-    """Every chain setting a plan depends on (one tuple per chain), and the targets and poles themselves.
-
-    The live handler reads this once per update, for its change detection and for the plan cache.
-    """
-    rows = []
-    objects: list[Entry] = []
-    make = ChainRow._make  # a NamedTuple's own constructor costs several times more (every chain, every update)
-    for ch in rig_settings(obj).chains:
-        target, pole = ch.target, ch.pole
-        target_bone = ch.target_bone if target is not None and target.type == "ARMATURE" else ""
-        pole_bone = ch.pole_bone if pole is not None and pole.type == "ARMATURE" else ""
-        if target is not None:
-            objects.append((target, target_bone))
-        if pole is not None:
-            objects.append((pole, pole_bone))
-        rows.append(
-            make(
-                (
-                    ch.enabled,
-                    ch.solver,
-                    ch.tip_bone,
-                    ch.chain_length,
-                    _object_key(target),
-                    _object_key(pole),
-                    ch.weight,
-                    ch.use_target_rotation,
-                    ch.name,
-                    target_bone,
-                    pole_bone,
-                    (not target_bone or target_bone in target.data.bones)
-                    and (not pole_bone or pole_bone in pole.data.bones),
-                    ch.soft,
-                    ch.stretch,
-                )
-            )
-        )
-    return tuple(rows), objects
-
-
-def _object_key(ob: bpy.types.Object | None) -> object:
-    """A target's or pole's identity and what it hangs from (a plan refuses targets that hang from the chain)."""
-    if ob is None:
-        return None
-    parent = ob.parent
-    if parent is None:
-        # Not `parent_type`: with no parent left (its bone-parent deleted) Blender prints an enum warning on
-        # every read, and it means nothing then.
-        return ob.session_uid
-    return (ob.session_uid, parent.session_uid, ob.parent_type, ob.parent_bone)
-
-
-def _plan_key(obj: bpy.types.Object, sk: Skeleton, state: ChainState) -> tuple[object, ...]:
-    """What a plan depends on besides per-frame numbers: chain settings, the objects they point at, bones
-    (and, for chains that stretch, whether their bones' Y scale is locked)."""
-    locks = armature.scale_locks(obj) if any(row.stretch > 1.0 for row in state) else b""
-    # A driver added or removed (a chain refuses bones whose rotation a driver sets: `chains.driven_rotations`)
-    # changes the count: the chains are checked again.
-    ad = obj.animation_data
-    drivers = len(ad.drivers) if ad is not None else 0
-    return (sk.key, cache.versions.get(obj.session_uid, 0), obj.data.as_pointer(), state, locks, drivers)
-
-
-@dataclass
-class LiveReads:
-    """What the live handler already read in this update, so the solve does not read it again."""
-
-    sk: Skeleton
-    state: ChainState
-    channels: armature.Channels  # every channel; the write-back updates the rotation arrays in place
-    world: armature.WorldMatrices  # every object's world matrix
-    pose: F64 | None = None  # (B,4,4) pose matrices, when the handler needed them
-    world_key: bytes = b""  # the armature's world matrix as read (float32 bytes)
-    influences: tuple[float, ...] = ()  # every chain's Influence, as read for the change test
-
-
-def prepare(
-    obj: bpy.types.Object, only: set[int] | None = None, cached: bool = False, reads: LiveReads | None = None
-) -> tuple[RigReport, Skeleton | None, Plan | None]:
-    """Validate `obj` and its chains (optionally only the chain indices in `only`).
-
-    With `cached` (live solving) the plan is reused while nothing it depends on changed.
-    """
-    report = RigReport()
-    if reads is not None and reads.world_key:
-        # Live: the armature-wide checks depend on its transform (linking and overrides are structure updates,
-        # which drop this cache) and on whether it is a system override (made editable in place), so they run
-        # again only when one of those changes.
-        checked = (reads.world_key, system_override(obj))
-        hit = cache.rig_checks.get(obj.session_uid)
-        if hit is not None and hit[0] == checked:
-            problem = hit[1]
-        else:
-            problem = rig_problem(obj)
-            cache.rig_checks[obj.session_uid] = (checked, problem)
-    else:
-        problem = rig_problem(obj)
-        if problem is None:
-            renames.follow(obj)  # a bake or an operator: bones renamed since the last check are followed
-    chains = rig_settings(obj).chains if obj.type == "ARMATURE" else []
-    if problem is not None:
-        if chains and obj.mode != "EDIT":
-            # Where the chains' bones are now, also while the whole rig is refused (their rest places do not
-            # depend on what is refused): a bone moved at rest meanwhile and then renamed is still followed.
-            renames.remember(obj, {i for i, ch in enumerate(chains) if ch.enabled})
-        report.rig_error = problem
-        for i, ch in enumerate(chains):
-            if ch.enabled and (only is None or i in only):
-                report.outcomes[i] = ChainOutcome(False, problem)
-        return report, None, None
-    sk = reads.sk if reads is not None else armature.skeleton(obj)
-    plan: Plan | None = None
-    if cached and only is None:
-        key = _plan_key(obj, sk, reads.state if reads is not None else chain_state(obj)[0])
-        hit = cache.plans.get(obj.session_uid)
-        if hit is not None and hit[0] == key:
-            plan = hit[1]
-        else:
-            plan = build_plan(obj, sk)
-            cache.plans[obj.session_uid] = (key, plan)
-            ikfk_follow.guard(obj)  # a control deleted or back: the hands' follow constraints follow suit
-    else:
-        plan = build_plan(obj, sk, only)
-        ikfk_follow.guard(obj)
-    for i, msg in plan.errors.items():
-        report.outcomes[i] = ChainOutcome(False, msg)
-    return report, sk, plan
-
-
-def read_limits(obj: bpy.types.Object, sk: Skeleton, plan: Plan) -> BoneLimits:
-    """The joint limits of the planned bones, read once per plan (a limit change rebuilds the plan)."""
-    if plan.bone_limits is not None:
-        return plan.bone_limits
-    table = BoneLimits.none(len(sk.names))
-    pose_bones = obj.pose.bones
-    for b in sorted({b for g in plan.groups for b in g.bones}):
-        lim = bone_limits(pose_bones[sk.names[b]])
-        if lim.use_cone:
-            table.use_cone[b] = True
-            table.cone[b] = (lim.cone_up, lim.cone_down, lim.cone_left, lim.cone_right)
-        if lim.use_twist:
-            table.use_twist[b] = True
-            table.twist[b] = (lim.twist_min, lim.twist_max)
-    plan.bone_limits = table
-    return table
-
-
-_KIND_OF_MODE = {"QUATERNION": QUATERNION, "AXIS_ANGLE": AXIS_ANGLE}
-# Rotation-mode enum value -> channel kind, as an array to index with every bone's mode at once (shifted:
-# axis-angle's value is -1).
-_MODE_SHIFT = -min(armature.MODE_NAMES)
-_KIND_OF_VALUE = np.full(max(armature.MODE_NAMES) + _MODE_SHIFT + 1, EULER, dtype=np.int64)
-for _value, _mode in armature.MODE_NAMES.items():
-    _KIND_OF_VALUE[_value + _MODE_SHIFT] = _KIND_OF_MODE.get(_mode, EULER)
-
-
-def snapshot(
-    obj: bpy.types.Object,
-    sk: Skeleton,
-    plan: Plan,
-    with_channels: bool = False,
-    modes: NDArray[np.int32] | None = None,
-    channels: armature.Channels | None = None,
-    bake: bool = False,
-) -> Snapshot:
-    """Everything of `obj` the core needs besides the per-frame inputs (`with_channels`: rotation modes too;
-    `modes`: every bone's rotation mode value, when already read)."""
-    s = rig_settings(obj)
-    if plan.lengths is None:
-        plan.lengths = armature.bone_lengths(obj, sk) if plan.groups else np.zeros(len(sk.names))
-    kinds = None
-    if with_channels:
-        kinds = _KIND_OF_VALUE[(armature.rotation_mode_values(obj) if modes is None else modes) + _MODE_SHIFT]
-    return Snapshot(
-        sk=sk,
-        plan=plan,
-        settings=Settings(obj.name, float(s.tolerance), int(s.max_iterations), s.roll_mode, s.start_from),
-        limits=read_limits(obj, sk, plan),
-        lengths=plan.lengths,
-        channel_kind=kinds,
-        body=rig_body.settings(obj, sk, plan, channels, modes, bake) if s.full_body else None,
-    )
-
-
-def check_inputs(obj: bpy.types.Object, plan: Plan, inputs: Inputs) -> str | None:
-    """A message naming the first broken transform of `inputs` (NaN, inf), or None (`core.checks.check_inputs`)."""
-    return checks.check_inputs(armature.skeleton(obj), plan, obj.name, inputs)
-
-
-def broken_inputs(obj: bpy.types.Object, plan: Plan, inputs: Inputs) -> tuple[str | None, dict[int, str]]:
-    """What is broken in `inputs`: for the whole rig, and chain by chain (`core.checks.broken_inputs`)."""
-    return checks.broken_inputs(armature.skeleton(obj), plan, obj.name, inputs)
 
 
 def solve_inputs(
@@ -371,7 +67,8 @@ def solve_rig(
     channel arrays then hold exactly what was written. `select` picks the planned groups to solve (live
     solving: those whose inputs changed, and the groups below them); the others keep their pose.
     """
-    report, sk, plan = prepare(obj, only, cached, reads)
+    settings = rig_settings(obj) if reads is None else reads.settings  # read once, for every step below
+    report, sk, plan = prepare(obj, only, cached, reads, settings)
     if sk is None or plan is None:
         return report
     channels = reads.channels if reads is not None else armature.read_channels(obj, WRITTEN_CHANNELS)
@@ -389,15 +86,15 @@ def solve_rig(
         return report
     modes = armature.rotation_mode_values(obj)  # read once: the snapshot, the FK pose and the write use it
     # Built on the whole plan, so its cached lengths and limits are the plan's own.
-    snap = snapshot(obj, sk, plan, with_channels=True, modes=modes, channels=channels)
+    snap = snapshot(obj, sk, plan, with_channels=True, modes=modes, channels=channels, settings=settings)
     if len(chosen) != len(plan.groups):
         # A view of the plan: the same caches (limits, lengths), fewer groups.
         plan = replace(plan, groups=chosen)
         snap = replace(snap, plan=plan)
     if reads is not None:
-        inputs = read_inputs(obj, plan, reads.pose, reads.world, reads.channels["scale"], sk_now=sk)
+        inputs = read_inputs(obj, plan, reads.pose, reads.world, reads.channels["scale"], sk_now=sk, settings=settings)
     else:
-        inputs = read_inputs(obj, plan)
+        inputs = read_inputs(obj, plan, settings=settings)
     whole, broken = checks.broken_inputs(sk, plan, obj.name, inputs)
     if whole is not None:
         report.rig_error = whole
@@ -493,51 +190,6 @@ def _restore_free(
 WRITTEN_CHANNELS = armature.WRITTEN_CHANNELS
 
 
-def stretch_release(obj: bpy.types.Object, sk: Skeleton, plan: Plan, scale: F64) -> tuple[set[int], set[int]]:
-    """Chains whose Stretch is back to 1 while their bones still hold the stretch this session wrote, and
-    those of their bones that hold it without being their chain's carriers now (the chain was lengthened or
-    shortened in the same edit: the stretch sits on a bone that no longer carries it).
-
-    Their solve divides that stretch out and puts the Y scale back to 1. A Y scale set by hand (anything
-    other than the exact float32 value written) is not ours and is left alone. `scale`: (B, 3) channels.
-    """
-    written = cache.stretched.get(obj.session_uid)
-    if not written:
-        return set(), set()
-    out: set[int] = set()
-    loose: set[int] = set()
-    for g in plan.groups:
-        for c in g.chains:
-            if c.carriers is None or c.stretch > 1.0:
-                continue
-            solved = c.bones[:-1] if c.use_target_rotation else c.bones
-            for b in solved[len(solved) - len(c.carriers) :]:  # the rows `carriers` name (a tree's: its branch)
-                value = written.get(sk.names[b])
-                if value is not None and np.float32(scale[b, 1]) == np.float32(value):
-                    out.add(c.index)
-                    if b not in c.carriers:
-                        loose.add(b)
-    return out, loose
-
-
-def stuck_stretch(obj: bpy.types.Object, sk: Skeleton, plan: Plan, scale: NDArray[np.float32]) -> list[int]:
-    """Bones of chains that cannot stretch (no carriers) and do not stretch now, still holding the exact Y
-    scale a solve of this session wrote (a stretch left behind: `stretch_release` covers chains that can)."""
-    written = cache.stretched.get(obj.session_uid)
-    if not written:
-        return []
-    out = []
-    for g in plan.groups:
-        for c in g.chains:
-            if c.carriers is not None or c.stretch > 1.0:
-                continue
-            for b in c.bones:
-                value = written.get(sk.names[b])
-                if value is not None and np.float32(scale[b, 1]) == np.float32(value) and value != 1.0:
-                    out.append(b)
-    return sorted(set(out), key=lambda b: (int(sk.depth[b]), b))
-
-
 def remember_stretch(obj: bpy.types.Object, sk: Skeleton, bones: list[int], values: NDArray[np.float32]) -> None:
     """Note the Y scales written to `bones` (a bone back at 1 holds no stretch of ours)."""
     table = cache.stretched.setdefault(obj.session_uid, {})
@@ -555,14 +207,16 @@ def store_status(
     report: RigReport,
     shown: dict[int, ChainOutcome] | None = None,
     only: Iterable[int] | None = None,
+    settings: ReachRigSettings | None = None,
 ) -> None:
     """Copy the outcome into each chain's read-only status, touching only what changed (no redraw storms).
 
     `shown`: the outcomes stored last time (live solving); a chain whose outcome is the same object (not
     solved again) is not read back at all. `only`: the indices of the only chains whose outcome may have
-    changed (the live program's), so the others are not even visited.
+    changed (the live program's), so the others are not even visited. `settings`: the rig's settings
+    (`props.rig_settings(obj)`), when already read.
     """
-    chains = rig_settings(obj).chains
+    chains = (rig_settings(obj) if settings is None else settings).chains
     count = len(chains)
     for i in range(count) if only is None else (i for i in only if i < count):
         ch = chains[i]

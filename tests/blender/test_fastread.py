@@ -40,9 +40,10 @@ def _scene(target_mode: str) -> tuple[bpy.types.Object, bpy.types.Object, bpy.ty
 def test_fast_inputs_match_frame_set(mode: str) -> None:
     rig, _, _ = _scene(mode)
     solve = bpy_session.submodule("rig.solve")
+    snapshot = bpy_session.submodule("rig.snapshot")
     fastread = bpy_session.submodule("rig.fastread")
     bake = bpy_session.submodule("rig.bake")
-    _report, _sk, plan = solve.prepare(rig)
+    _report, _sk, plan = snapshot.prepare(rig)
     frames = list(range(1, 21, 2))
     fast = fastread.read_all(rig, plan, frames)
     assert fast is not None, "a simple scene takes the fast path"
@@ -90,8 +91,9 @@ def test_static_inputs_solve_as_every_frame_does() -> None:
     rig.pose.bones["b0"].rotation_mode = "XYZ"
     rig.pose.bones["b0"].location = (0.0, 0.05, 0.0)  # a channel the rest start keeps
     solve = bpy_session.submodule("rig.solve")
+    snapshot = bpy_session.submodule("rig.snapshot")
     fastread = bpy_session.submodule("rig.fastread")
-    report, sk, plan = solve.prepare(rig)
+    report, sk, plan = snapshot.prepare(rig)
     fast = fastread.read_all(rig, plan, list(range(1, 21)))
     assert fast is not None and fast.static
     once = solve.solve_inputs(rig, sk, plan, fast, report, smooth=True)
@@ -102,9 +104,9 @@ def test_static_inputs_solve_as_every_frame_does() -> None:
 
 def test_fast_path_refuses_what_it_cannot_evaluate() -> None:
     rig, target, _ = _scene("XYZ")
-    solve = bpy_session.submodule("rig.solve")
+    snapshot = bpy_session.submodule("rig.snapshot")
     fastread = bpy_session.submodule("rig.fastread")
-    _, _, plan = solve.prepare(rig)
+    _, _, plan = snapshot.prepare(rig)
     target.parent = rigs.empty("Parent", (1, 0, 0))
     assert fastread.read_all(rig, plan, [1, 2]) is None, "a parented target needs frame_set"
     target.parent = None
@@ -123,10 +125,11 @@ def _posed_pair(frames: list[int]):  # type: ignore[no-untyped-def]
     obj.location, obj.rotation_euler = (0.3, -0.2, 0.1), (0.1, 0.0, 0.4)  # the armature's matrix counts too
     rigs.update()
     solve = bpy_session.submodule("rig.solve")
+    snapshot = bpy_session.submodule("rig.snapshot")
     fastread = bpy_session.submodule("rig.fastread")
     bake = bpy_session.submodule("rig.bake")
     live = bpy_session.submodule("rig.live")
-    _report, sk, plan = solve.prepare(obj)
+    _report, sk, plan = snapshot.prepare(obj)
     frames = [start + f for f in frames]
     with live.suspended(obj):
         posed = fastread.read_posed(obj, plan, frames)
@@ -193,9 +196,9 @@ def test_posed_read_refuses_a_constraint_on_a_bone_the_solve_reads() -> None:
     from test_lookahead import _cmu
 
     obj, _start = _cmu()
-    solve = bpy_session.submodule("rig.solve")
+    snapshot = bpy_session.submodule("rig.snapshot")
     fastread = bpy_session.submodule("rig.fastread")
-    _report, _sk, plan = solve.prepare(obj)
+    _report, _sk, plan = snapshot.prepare(obj)
     chain = next(c for g in plan.groups for c in g.chains)
     assert fastread.read_posed(obj, plan, [1, 2]) is not None
     con = obj.pose.bones[chain.bones[0]].constraints.new("COPY_ROTATION")
