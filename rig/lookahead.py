@@ -288,7 +288,8 @@ _DYNAMIC = {"BACK", "ELASTIC"}  # interpolations with settings of their own
 def _world(obj: bpy.types.Object) -> tuple[tuple[float, ...], ...]:
     """The armature's world matrix as exact values (its float32 entries), compared as a whole: a fifth of the
     cost of making it an array."""
-    return tuple(map(tuple, obj.matrix_world))
+    m = obj.matrix_world
+    return (m[0][:], m[1][:], m[2][:], m[3][:])
 
 
 def _rig_holds(obj: bpy.types.Object, entry: Entry, scene: bpy.types.Scene) -> bool:
