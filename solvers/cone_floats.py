@@ -67,10 +67,13 @@ def inside(x: float, y: float, z: float, cone: Cone, tol: float) -> bool:
     """
     rho2 = x * x + z * z
     theta = math.atan2(math.sqrt(rho2), y)
-    a = (cone[RIGHT] if x >= 0.0 else cone[LEFT]) + tol
-    b = (cone[UP] if z >= 0.0 else cone[DOWN]) + tol
-    qx = x / max(a, 1e-150)
-    qz = z / max(b, 1e-150)
+    # The hottest function of a limb's solve (~90 calls a live update of four limbs): the sides by literal index
+    # (UP 0, DOWN 1, LEFT 2, RIGHT 3) and the floor by a conditional, exactly `max(a, 1e-150)` (NaN included),
+    # ~0.2 us less a call than global names and `max`.
+    a = (cone[3] if x >= 0.0 else cone[2]) + tol
+    b = (cone[0] if z >= 0.0 else cone[1]) + tol
+    qx = x / (a if not a < 1e-150 else 1e-150)
+    qz = z / (b if not b < 1e-150 else 1e-150)
     return theta * theta * (qx * qx + qz * qz) <= rho2 and theta < math.pi
 
 
