@@ -457,11 +457,10 @@ def _run(scene: bpy.types.Scene, updated: set[int] | None, frame_change: bool = 
                     continue  # a frame solved ahead, and Blender shows what it was solved for
                 lookahead.want(uid)
             try:
+                # A frame change takes the lean path only as the update `_own_animation` made of it.
                 lean = use_program and updated is not None and not dirty and not follows and uid not in leaders
-                rig_updated = updated
-                if frame_change and use_program and not dirty and not follows and uid not in leaders:
-                    rig_updated = own_frame
-                    lean = rig_updated is not None
+                rig_updated = updated if own_frame is None else own_frame
+                lean = lean or own_frame is not None
                 # Chains whose search the budget cut in the last (lean) update: solved again now, moved or not.
                 again = _resume.pop(uid, frozenset())
                 # The global stage within a budget per rig and update; a search the budget cut goes on in the
