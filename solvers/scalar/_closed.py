@@ -128,9 +128,10 @@ class _Upper:
     """``two_bone_limits._upper`` for one limb at one fold: the pose with the elbow toward a bend direction (the
     upper frame, aimed by the roll mode and turned about its own segment so the lower bone lies in its hinge's
     plane, its twist then clamped into range; `pose`), and the swivel search's test of it (`allowed`). What does
-    not depend on the bend is worked out once, by the same operations as the batched form, so a probe decides as
-    `pose` then `_upper_inside` would, to the bit, at a fraction of their cost (~12 probes where the swivel is
-    found, 24 where none is allowed: most of a limited limb's solve).
+    not depend on the bend is worked out once, and the test reads the frame relative to ``ref0`` once, by the same
+    ``mathutils`` operations on the same operands as `pose` then `_upper_inside`, so a probe decides as they
+    would, to the bit, for less (~12 probes where the swivel is found, 24 where none is allowed: most of a
+    limited limb's solve). Bisection probes refuse into `rels` too; only a search that found nothing reads it.
 
     `rels` (each refused frame as ``ref0^-1 @ frame``) and `strict` (one of them has its upper bone's direction
     inside the cone itself, not widened) are for `_beyond`: with such a frame it cannot prove the limb out of
